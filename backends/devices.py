@@ -1,0 +1,181 @@
+"""Backend names -> (framework, device, graph runner).
+
+``resolve("cuda")`` gives torch on the GPU with CUDA graphs; ``--emulate``
+(``emulate=True``) gives the same backend's framework path on the CPU with the
+emulated graph runner, for machines without the hardware. ``cpu`` is always
+torch on the CPU with the emulated runner. ``npu`` (torch_npu) and ``xpu``
+(Paddle on Kunlun) are named but not implemented yet.
+
+User errors (an unknown name, a missing framework or device) raise
+:class:`UnknownBackend` or :class:`BackendUnavailable`, both
+:class:`BackendError`: their message is the whole story, for the CLI to print
+without a traceback. Frameworks are imported only when a backend needs them,
+and torch_npu never is (installing it without the Ascend toolkit breaks
+``import torch``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .graphs.base import GraphRunner
+
+BACKENDS = ("cpu", "cuda", "npu", "xpu")
+
+
+class BackendError(Exception):
+    """A backend cannot be used as asked; the message says why and what to do."""
+
+
+class UnknownBackend(BackendError, ValueError):
+    """No backend has that name."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend exists but this machine lacks its framework, device or implementation."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """A resolved backend: where tensors live and which runner captures graphs."""
+
+    name: str  # the backend name asked for ("cpu", "cuda", ...)
+    framework: str  # "torch" | "paddle"
+    device: str  # framework device string: "cpu", "cuda", ...
+    runner_factory: Callable[[], GraphRunner]
+    description: str  # one line for reports: framework, version, device, runner
+    emulated: bool = False
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """What ``graphcheck doctor`` shows for one backend."""
+
+    name: str
+    framework: str  # the framework package the backend needs
+    framework_version: str | None  # None: not installed
+    device_present: bool | None  # None: not checked (checking would need an unsafe import)
+    runner: str  # the graph runner it uses on real hardware
+    emulate: str | None  # what --emulate would use, None when there is no emulation
+    usable: bool  # resolve(name) would succeed here
+    note: str
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _load_torch(backend: str) -> Any:
+    if importlib.util.find_spec("torch") is None:
+        raise BackendUnavailable(
+            f"backend '{backend}' needs PyTorch, which is not installed here (pip install torch)"
+        )
+    try:
+        import torch
+    except Exception as exc:  # e.g. a torch_npu install without the Ascend toolkit
+        raise BackendUnavailable(f"backend '{backend}' needs PyTorch, but 'import torch' failed: {exc}") from exc
+    return torch
+
+
+def _emulated_runner() -> GraphRunner:
+    from .graphs.emulated import EmulatedRunner
+
+    return EmulatedRunner()
+
+
+def _cuda_runner() -> GraphRunner:
+    from .graphs.cuda import CudaGraphRunner
+
+    return CudaGraphRunner()
+
+
+def _torch_cpu(name: str, what: str) -> Device:
+    torch = _load_torch(name)
+    return Device(
+        name=name,
+        framework="torch",
+        device="cpu",
+        runner_factory=_emulated_runner,
+        description=f"{what}: torch {torch.__version__} on cpu, emulated graph runner",
+        emulated=True,
+    )
+
+
+def _no_gpu_reason(torch: Any) -> str:
+    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    return f"torch {torch.__version__} ({build}) sees no CUDA device (torch.cuda.is_available() is False)"
+
+
+def resolve(name: str, *, emulate: bool = False) -> Device:
+    """The backend called ``name``; with ``emulate``, its CPU emulation."""
+    key = name.strip().lower()
+    if key not in BACKENDS:
+        raise UnknownBackend(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+    if key == "cpu":
+        return _torch_cpu("cpu", "cpu")
+    if key == "cuda":
+        if emulate:
+            return _torch_cpu("cuda", "cuda --emulate")
+        torch = _load_torch("cuda")
+        if not torch.cuda.is_available():
+            raise BackendUnavailable(
+                f"backend 'cuda' needs an NVIDIA GPU, but {_no_gpu_reason(torch)}. "
+                "Pass --emulate to run the cuda backend's torch path on the CPU with the emulated graph runner."
+            )
+        index = torch.cuda.current_device()
+        return Device(
+            name="cuda",
+            framework="torch",
+            device="cuda",
+            runner_factory=_cuda_runner,
+            description=(
+                f"cuda: torch {torch.__version__} on cuda:{index} ({torch.cuda.get_device_name(index)}), "
+                "torch.cuda.CUDAGraph runner"
+            ),
+        )
+    what = {
+        "npu": "Ascend NPU through torch_npu (NPUGraph)",
+        "xpu": "Kunlun XPU through PaddlePaddle (CUDAGraph on an XPU place)",
+    }[key]
+    mode = " with --emulate" if emulate else ""
+    raise BackendUnavailable(
+        f"backend '{key}'{mode} ({what}) is not implemented yet; use 'cuda' or 'cpu' "
+        "(or 'cuda --emulate' on a machine without a GPU)"
+    )
+
+
+def available_backends() -> list[BackendStatus]:
+    """The state of every backend on this machine (imports torch if installed; never torch_npu or paddle)."""
+    torch_version = _version("torch")
+    gpu: bool | None = None
+    cuda_note = "torch is not installed"
+    if torch_version is not None:
+        try:
+            torch = _load_torch("cuda")
+            torch_version = torch.__version__
+            gpu = bool(torch.cuda.is_available())
+            cuda_note = (
+                f"{torch.cuda.device_count()} CUDA device(s): {torch.cuda.get_device_name(0)}"
+                if gpu else _no_gpu_reason(torch) + "; --emulate works"
+            )
+        except BackendUnavailable as exc:
+            cuda_note = str(exc)
+    has_torch = torch_version is not None and gpu is not None
+    return [
+        BackendStatus("cpu", "torch", torch_version, True, "emulated", None, has_torch,
+                      "torch on the CPU with the emulated graph runner" if has_torch else cuda_note),
+        BackendStatus("cuda", "torch", torch_version, gpu, "cuda", "torch on cpu, emulated runner",
+                      bool(gpu), cuda_note),
+        BackendStatus("npu", "torch_npu", _version("torch-npu", "torch_npu"), None, "npu", None, False,
+                      "not implemented yet (device not checked: importing torch_npu needs the Ascend toolkit)"),
+        BackendStatus("xpu", "paddle", _version("paddlepaddle-xpu", "paddlepaddle-gpu", "paddlepaddle"),
+                      None, "xpu", None, False, "not implemented yet (device not checked)"),
+    ]

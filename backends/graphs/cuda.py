@@ -1,0 +1,146 @@
+"""Torch CUDA graphs behind the :class:`GraphRunner` interface.
+
+Capture follows the usual recipe: run the region ``warmup_iters`` times on a
+side stream (lazy initialisation, allocator warm-up), then capture it on that
+stream with ``torch.cuda.graph``. All captures of one runner share one private
+memory pool, so they must be replayed in capture order and never concurrently,
+exactly as the engine does with its capture buckets.
+
+Warmup runs the region for real. To keep the emulator's contract that a
+capture leaves no side effects, the runner snapshots every pre-existing
+storage a kernel touches during warmup (a kernel observer sees the arguments)
+and copies the snapshots back after capture, then synchronises.
+
+During capture a kernel observer records each kernel's arguments for the
+static-input table and refuses :func:`~backends.graphs.kernels.host_sync`; a
+torch dispatch mode refuses host syncs (``.item()``, ``bool(t)``, device to
+host copies, data-dependent sizes) *before* they reach CUDA and invalidate the
+capture, and tracks which storages the capture allocated. Unlike the emulator
+it does not reject work outside kernels: the GPU captures it all.
+
+No torch.cuda API is called at import time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, Callable, Mapping
+
+from . import kernels
+from .base import Graph, GraphRunner, HostSyncInCapture, StaticInputTable, iter_tensors
+from .capture_state import CaptureState
+from .torch_ops import TorchOps
+
+
+class CudaGraph(Graph):
+    """A captured ``torch.cuda.CUDAGraph``; holds no reference to its static inputs."""
+
+    def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: TorchOps, label: str) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self.label = label
+        self._graph = graph
+        self._ops = ops
+        self.outputs = outputs
+        self.static_inputs = tuple(table.inputs)
+        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
+        self._storage_refs = tuple(StorageWeakRef(root.untyped_storage()) for root in table.roots)
+
+    def replay(self) -> None:
+        self._graph.replay()
+
+    def _input_alive(self, i: int) -> bool:
+        return not self._storage_refs[i].expired()
+
+
+class _Snapshotter:
+    """KernelObserver for warmup: snapshot each pre-existing storage before its first touch."""
+
+    def __init__(self, ops: TorchOps, snapshots: dict[int, Any]) -> None:
+        self.ops, self.snapshots = ops, snapshots
+        self.state: CaptureState | None = None
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        assert self.state is not None
+        for t in iter_tensors((args, kwargs), self.ops.is_tensor):
+            key = self.ops.storage_key(t)
+            if key not in self.state.region.storages and key not in self.snapshots:
+                self.snapshots[key] = self.ops.snapshot(t)
+        return fn(*args, **kwargs)
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(f"host sync '{what}' inside a graph-captured region (warmup)")
+
+
+class _ArgRecorder:
+    """KernelObserver for the capture itself: run each kernel, record its arguments."""
+
+    def __init__(self, table: StaticInputTable, label: str) -> None:
+        self.table, self.label = table, label
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        self.table.add_call_args((args, kwargs))
+        return fn(*args, **kwargs)
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(f"host sync '{what}' inside graph capture ({self.label})")
+
+
+class CudaGraphRunner(GraphRunner):
+    """Graph runner on ``torch.cuda.CUDAGraph`` with one shared memory pool."""
+
+    name = "cuda"
+
+    def __init__(self, warmup_iters: int = 2, device: Any = None) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("CudaGraphRunner needs a CUDA device; torch.cuda.is_available() is False")
+        self.torch = torch
+        self.ops = TorchOps()
+        self.warmup_iters = warmup_iters
+        self.device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        self._pool: Any = None
+        self._count = itertools.count(1)
+
+    def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> CudaGraph:
+        torch, ops = self.torch, self.ops
+        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
+        with torch.cuda.device(self.device):
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            snapshots: dict[int, Any] = {}
+            try:
+                self._warm_up(fn, side, snapshots, label)
+                state = CaptureState(label, check_escapes=False)
+                table = StaticInputTable(ops, state.region, names)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self._pool, stream=side):
+                    with kernels.observing(_ArgRecorder(table, label)), ops.capture_hooks(state):
+                        outputs = fn()
+            finally:
+                for snap in snapshots.values():
+                    ops.restore(snap)
+                torch.cuda.synchronize()
+        return CudaGraph(graph, outputs, table, ops, label)
+
+    def _warm_up(self, fn: Callable[[], Any], side: Any, snapshots: dict[int, Any], label: str) -> None:
+        torch = self.torch
+        snapshotter = _Snapshotter(self.ops, snapshots)
+        try:
+            with torch.cuda.stream(side):
+                for i in range(self.warmup_iters):
+                    snapshotter.state = CaptureState(f"{label}, warmup {i + 1}", check_escapes=False)
+                    with kernels.observing(snapshotter), self.ops.capture_hooks(snapshotter.state):
+                        fn()
+        finally:
+            torch.cuda.current_stream().wait_stream(side)
+
+    def memory_bytes(self) -> int:
+        return self.torch.cuda.memory_allocated(self.device)
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize(self.device)

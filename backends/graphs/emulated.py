@@ -1,0 +1,317 @@
+"""A CPU emulation of device-graph capture and replay.
+
+CPU-only CI has no CUDA graphs, so :class:`EmulatedRunner` gives a region the
+semantics a real capture would:
+
+* **capture** runs the region once with a :class:`~backends.graphs.kernels.KernelObserver`
+  installed and records each outermost kernel call: the function, its tensor
+  arguments by identity and everything else by value (containers and
+  dataclasses are copied, so rebinding a field later is not seen). The
+  capture leaves no side effects: every pre-existing storage a kernel touches
+  is snapshotted before its first touch and restored at the end, and every
+  tensor the region allocated is *poisoned* (filled with NaN / a sentinel and,
+  until the graph's first replay, any op reading it raises
+  :class:`PoisonedTensorError`), since a real capture leaves it uninitialised.
+* **replay** re-runs the recorded calls in order and copies each call's fresh
+  results into the tensors that call returned at capture, which later calls
+  and ``graph.outputs`` hold. Pre-existing tensors are replayed through
+  aliases of the storage captured, so a buffer the engine rebinds after
+  capture is read stale, and one it frees stays readable, as GPU memory does
+  until it is reused.
+* **host syncs** in the region raise :class:`HostSyncInCapture`, and (with
+  torch) device work outside a kernel, or a kernel touching a tensor that is
+  not one of its arguments, raises :class:`EscapedOpError`: the emulation
+  replays kernel calls only, so work it would drop must not pass silently.
+
+Everything framework specific sits behind an ``ops`` object (``torch_ops.TorchOps``
+for torch CPU tensors); a Paddle variant supplies its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import itertools
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Mapping, Protocol
+
+from . import kernels
+from .capture_state import CaptureState
+from .base import (
+    CaptureError,
+    Graph,
+    GraphRunner,
+    HostSyncInCapture,
+    Region,
+    StaticInputTable,
+    TensorOps,
+    iter_tensors,
+)
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, range)
+
+
+def rebuild(obj: Any, ops: TensorOps, on_tensor: Callable[[Any], Any]) -> Any:
+    """Copy ``obj``'s containers and dataclasses, mapping each tensor through ``on_tensor``.
+
+    Scalars are immutable and kept; NumPy arrays are copied; any other object
+    is kept by identity (a kernel should not receive one).
+    """
+    if ops.is_tensor(obj):
+        return on_tensor(obj)
+    if isinstance(obj, _SCALARS):
+        return obj
+    if isinstance(obj, (tuple, list)):
+        items = [rebuild(item, ops, on_tensor) for item in obj]
+        if isinstance(obj, list):
+            return items
+        if hasattr(obj, "_fields"):  # namedtuple
+            return type(obj)(*items)
+        return tuple(items) if type(obj) is tuple else type(obj)(items)
+    if isinstance(obj, dict):
+        return {k: rebuild(v, ops, on_tensor) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        clone = copy.copy(obj)
+        for f in dataclasses.fields(obj):
+            object.__setattr__(clone, f.name, rebuild(getattr(obj, f.name), ops, on_tensor))
+        return clone
+    if type(obj).__module__ == "numpy" and hasattr(obj, "copy"):
+        return obj.copy()
+    return obj
+
+
+# --------------------------------------------------------------------------- framework ops
+
+
+class FrameworkOps(TensorOps, Protocol):
+    """Everything the emulator asks of a framework (:class:`TorchOps` for torch)."""
+
+    framework: str
+
+    def bookkeeping(self) -> ContextManager[None]:
+        """Run the runner's own tensor work past the capture checks and the poison guard."""
+
+    def capture_hooks(self, state: "CaptureState") -> ContextManager[None]:
+        """While capturing: refuse host syncs, note allocations in ``state.region`` and,
+        with ``state.check_escapes``, refuse work outside kernels or on non-arguments."""
+
+    def snapshot(self, t: Any) -> Any:
+        """Save all of ``t``'s storage."""
+
+    def restore(self, snap: Any) -> None: ...
+
+    def alias(self, t: Any) -> Any:
+        """A new handle on ``t``'s memory that keeps ``t`` itself unreferenced."""
+
+    def copy_into(self, dst: Any, src: Any) -> None: ...
+
+    def storage_nbytes(self, t: Any) -> int: ...
+
+    def poison(self, t: Any) -> None:
+        """Fill ``t``'s whole storage with a poison value."""
+
+    def mark_poisoned(self, tensors: list[Any], label: str) -> int:
+        """Make reads of these storages raise PoisonedTensorError; returns a token."""
+
+    def clear_poison(self, token: int) -> None: ...
+
+
+@dataclass
+class _Call:
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: dict
+    result: Any  # what the call returned at capture; replay copies fresh results into it
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+
+class _Recorder:
+    """KernelObserver for an emulated capture: snapshot, run, record."""
+
+    def __init__(self, ops: "FrameworkOps", state: CaptureState, table: StaticInputTable) -> None:
+        self.ops, self.state, self.table = ops, state, table
+        self.calls: list[_Call] = []
+        self.snapshots: dict[int, Any] = {}  # storage key -> snapshot
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        ops, region = self.ops, self.state.region
+        arg_tensors = list(iter_tensors((args, kwargs), ops.is_tensor))
+        keys = {ops.storage_key(t) for t in arg_tensors}
+        for t in arg_tensors:
+            key = ops.storage_key(t)
+            if key not in region.storages and key not in self.snapshots:
+                self.snapshots[key] = ops.snapshot(t)
+            self.table.add(t)
+        frozen = rebuild((args, kwargs), ops, lambda t: t)
+        name = getattr(fn, "__qualname__", repr(fn))
+        with self.state.in_kernel(name, set(keys)):
+            result = fn(*args, **kwargs)
+        arg_ids = {id(t) for t in arg_tensors}
+        for t in iter_tensors(result, ops.is_tensor):
+            if id(t) not in arg_ids:
+                region.note_created(ops, t, fresh_storage=ops.storage_key(t) not in keys)
+        self.calls.append(_Call(fn, frozen[0], frozen[1], result))
+        return result
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(
+            f"host sync '{what}' inside graph capture ({self.state.label}); "
+            "a device graph cannot copy to the host mid-replay"
+        )
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+class EmulatedGraph(Graph):
+    """A recorded list of kernel calls; see the module docstring."""
+
+    def __init__(self, *, label: str, ops: "FrameworkOps", calls: list[_Call], outputs: Any,
+                 table: StaticInputTable, region: Region, aliases: list[tuple[int, Any]],
+                 owned: list[Any], poison_token: int | None) -> None:
+        self.label = label
+        self._ops = ops
+        self._calls = calls
+        self.outputs = outputs
+        self.static_inputs = tuple(table.inputs)
+        # A root made inside the region (a view without a base) has no engine
+        # object to watch: hold it, so it counts as alive.
+        self._root_refs = tuple(
+            (lambda r=root: r) if id(root) in region.objects else weakref.ref(root)
+            for root in table.roots
+        )
+        self._aliases = aliases  # (static-input index, alias tensor)
+        self._owned = owned  # one tensor per storage the region allocated
+        self._poison_token = poison_token
+        self.replays = 0
+
+    def replay(self) -> None:
+        if self._poison_token is not None:
+            token, self._poison_token = self._poison_token, None
+            self._ops.clear_poison(token)
+        for call in self._calls:
+            fresh = call.fn(*call.args, **call.kwargs)
+            self._store_results(call, fresh)
+        self.replays += 1
+
+    def _store_results(self, call: _Call, fresh: Any) -> None:
+        ops = self._ops
+        old = list(iter_tensors(call.result, ops.is_tensor))
+        new = list(iter_tensors(fresh, ops.is_tensor))
+        if len(old) != len(new):
+            raise CaptureError(
+                f"kernel {call.name} returned {len(new)} tensors on replay but {len(old)} at capture"
+            )
+        for o, n in zip(old, new):
+            if n is o or (ops.storage_key(n) == ops.storage_key(o) and ops.data_ptr(n) == ops.data_ptr(o)):
+                continue
+            if ops.shape(n) != ops.shape(o):
+                raise CaptureError(
+                    f"kernel {call.name} returned shape {ops.shape(n)} on replay but "
+                    f"{ops.shape(o)} at capture (dynamic shapes do not replay)"
+                )
+            ops.copy_into(o, n)
+
+    def held_storages(self) -> dict[int, Any]:
+        """Storage key -> a tensor on it, for memory the graph alone keeps alive."""
+        held = {self._ops.storage_key(t): t for t in self._owned}
+        for i, alias in self._aliases:
+            if not self._input_alive(i):
+                held[self._ops.storage_key(alias)] = alias
+        return held
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class EmulatedRunner(GraphRunner):
+    """Graph runner that emulates device graphs on CPU tensors (see the module docstring)."""
+
+    name = "emulated"
+
+    def __init__(self, ops: "FrameworkOps | None" = None) -> None:
+        if ops is None:
+            from .torch_ops import TorchOps
+
+            ops = TorchOps()
+        self.ops = ops
+        self._graphs: weakref.WeakSet[EmulatedGraph] = weakref.WeakSet()
+        self._count = itertools.count(1)
+        self._tokens: set[int] = set()  # poison tokens of graphs not yet replayed
+
+    def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> EmulatedGraph:
+        ops = self.ops
+        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
+        state = CaptureState(label, check_escapes=True)
+        table = StaticInputTable(ops, state.region, names)
+        recorder = _Recorder(ops, state, table)
+        try:
+            with kernels.observing(recorder), ops.capture_hooks(state):
+                outputs = fn()
+        finally:
+            with ops.bookkeeping():
+                for snap in recorder.snapshots.values():
+                    ops.restore(snap)
+        graph = self._finish(label, recorder, outputs)
+        self._graphs.add(graph)
+        return graph
+
+    def _finish(self, label: str, recorder: _Recorder, outputs: Any) -> EmulatedGraph:
+        """Swap pre-existing tensors for aliases and poison what the region allocated."""
+        ops, region, table = self.ops, recorder.state.region, recorder.table
+        index = {id(root): i for i, root in enumerate(table.roots)}
+        aliases: dict[int, tuple[int, Any]] = {}
+        owned: dict[int, Any] = {}
+
+        def hold(t: Any) -> Any:
+            key = ops.storage_key(t)
+            if key in region.storages:
+                owned.setdefault(key, t)
+                return t
+            if id(t) not in aliases:
+                base = ops.view_base(t)
+                i = index.get(id(t), index.get(id(base)) if base is not None else None)
+                aliases[id(t)] = (i if i is not None else -1, ops.alias(t))
+            return aliases[id(t)][1]
+
+        with ops.bookkeeping():
+            calls = [
+                _Call(c.fn, rebuild(c.args, ops, hold), rebuild(c.kwargs, ops, hold), rebuild(c.result, ops, hold))
+                for c in recorder.calls
+            ]
+            for t in iter_tensors(outputs, ops.is_tensor):
+                if ops.storage_key(t) in region.storages:
+                    owned.setdefault(ops.storage_key(t), t)
+            for t in owned.values():
+                ops.poison(t)
+        token = ops.mark_poisoned(list(owned.values()), label) if owned else None
+        if token is not None:
+            self._tokens.add(token)
+        return EmulatedGraph(
+            label=label, ops=ops, calls=calls, outputs=outputs, table=table, region=region,
+            aliases=[a for a in aliases.values() if a[0] >= 0], owned=list(owned.values()),
+            poison_token=token,
+        )
+
+    def memory_bytes(self) -> int:
+        """Bytes of storage held alive by this runner's graphs (deduplicated)."""
+        held: dict[int, Any] = {}
+        for graph in list(self._graphs):
+            held.update(graph.held_storages())
+        return sum(self.ops.storage_nbytes(t) for t in held.values())
+
+    def synchronize(self) -> None:
+        """CPU work is synchronous."""
+
+    def close(self) -> None:
+        """Lift the poison of every graph this runner captured that was never replayed."""
+        for graph in list(self._graphs):
+            graph._poison_token = None
+        for token in self._tokens:
+            self.ops.clear_poison(token)
+        self._tokens.clear()

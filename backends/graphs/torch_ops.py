@@ -1,0 +1,340 @@
+"""The torch side of graph emulation: dispatch modes, storage handles, poison.
+
+:class:`TorchOps` implements the ``FrameworkOps`` protocol of
+:mod:`backends.graphs.emulated` for torch tensors. During a capture its
+dispatch mode refuses host syncs, tracks what the region allocates and, for
+the emulator, rejects device work outside a kernel or on tensors a kernel was
+not given. Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
+from .capture_state import CaptureState
+
+
+
+class _Tls(threading.local):
+    def __init__(self) -> None:
+        self.bookkeeping = 0  # >0: the runner's own tensor work runs unchecked
+        self.capture: CaptureState | None = None  # the capture under way on this thread
+        self.guard: Any = None  # the poison guard pushed on this thread, if any
+
+
+_tls = _Tls()
+
+# Poisoned storages of all torch graphs: storage key -> (weak ref, graph label, token).
+_POISONED: dict[int, tuple[Any, str, int]] = {}
+_TOKENS = itertools.count(1)
+
+# Ops that need device data on the host: a value (item, bool, equal) or an
+# output size that depends on the data (nonzero, masked_select, unique).
+_SYNC_OPS = frozenset({
+    "aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::nonzero",
+    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+    "aten::unique_consecutive", "aten::unique_dim_consecutive",
+})
+# Allocation-only ops: fine outside a kernel (a real capture serves them from its pool).
+_ALLOC_OPS = frozenset({
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+    "aten::new_empty_strided",
+})
+_HOST_READ_METHODS = ("tolist", "numpy", "cpu")
+
+
+def _tensors(obj: Any, tensor_type: type) -> Iterator[Any]:
+    if isinstance(obj, tensor_type):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from _tensors(item, tensor_type)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _tensors(item, tensor_type)
+
+
+def _storage_key(t: Any) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _host_sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
+    """Why ``func(*args, **kwargs)`` would synchronise with the host, or None."""
+    import torch
+
+    name = func._schema.name  # "aten::index", without the overload
+    if name in _SYNC_OPS:
+        return f"op {func} reads device data on the host (.item(), bool(t), int(t), torch.equal, nonzero, ...)"
+    if name == "aten::index" and any(
+        t is not None and t.dtype in (torch.bool, torch.uint8) for t in args[1]
+    ):
+        return f"op {func} with a boolean mask has a data-dependent output size"
+    if name == "aten::repeat_interleave" and func._overloadname != "self_int" and kwargs.get("output_size") is None:
+        return f"op {func} without output_size has a data-dependent output size"
+    if name == "aten::_to_copy" and args[0].device.type != "cpu":
+        if torch.device(kwargs.get("device") or args[0].device).type == "cpu":
+            return f"op {func} copies device data to the host"
+    if name == "aten::copy_" and args[0].device.type == "cpu" and args[1].device.type != "cpu":
+        return f"op {func} copies device data to the host"
+    return None
+
+
+@functools.cache
+def _mode_classes() -> tuple[type, type]:
+    """The torch dispatch modes, defined on first use so that importing needs no torch."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CaptureMode(TorchDispatchMode):
+        """During capture: refuse host syncs, track allocations and, if asked, escaped work."""
+
+        def __init__(self, state: CaptureState) -> None:
+            super().__init__()
+            self.state = state
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _tls.bookkeeping:
+                return func(*args, **kwargs)
+            state = self.state
+            reason = _host_sync_reason(func, args, kwargs)
+            if reason:
+                raise HostSyncInCapture(f"{reason}; not allowed inside graph capture ({state.label})")
+            inputs = list(_tensors((args, kwargs), torch.Tensor))
+            if state.check_escapes and not func.is_view and func._schema.name not in _ALLOC_OPS:
+                self._check_escape(func, inputs)
+            out = func(*args, **kwargs)
+            in_ids = {id(t) for t in inputs}
+            in_keys = {_storage_key(t) for t in inputs}
+            for t in _tensors(out, torch.Tensor):
+                if id(t) in in_ids:  # an in-place op returns its input
+                    continue
+                state.region.objects.add(id(t))
+                key = _storage_key(t)
+                if key not in in_keys:
+                    state.region.storages.add(key)
+                    if state.kernel is not None:
+                        state.kernel_storages.add(key)
+            return out
+
+        def _check_escape(self, func: Any, inputs: list[Any]) -> None:
+            state = self.state
+            if state.kernel is None:
+                raise EscapedOpError(
+                    f"op {func} ran in the captured region outside any kernel; replay would drop it "
+                    f"({state.label}; move it into a @kernel function)"
+                )
+            for t in inputs:
+                if _storage_key(t) not in state.kernel_storages:
+                    raise EscapedOpError(
+                        f"kernel {state.kernel} read a tensor that is not one of its arguments "
+                        f"(self.attr? a global?): op {func} on a {tuple(t.shape)} {t.dtype} tensor "
+                        f"({state.label}; pass every tensor a kernel touches as an argument)"
+                    )
+
+    class PoisonGuard(TorchDispatchMode):
+        """Outside captures: raise on any non-view op touching a poisoned storage."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _POISONED and not _tls.bookkeeping and _tls.capture is None and not func.is_view:
+                for t in _tensors((args, kwargs), torch.Tensor):
+                    entry = _POISONED.get(_storage_key(t))
+                    if entry is not None:
+                        raise PoisonedTensorError(
+                            f"op {func} read a tensor allocated by the capture of {entry[1]} before "
+                            "that graph's first replay; a real capture leaves it uninitialised "
+                            "(replay the graph first)"
+                        )
+            return func(*args, **kwargs)
+
+    return CaptureMode, PoisonGuard
+
+
+def _update_guard() -> None:
+    """Keep the poison guard pushed on this thread exactly while a live storage is poisoned.
+
+    The guard is popped only when it is the innermost mode; otherwise it stays
+    (a no-op while nothing is poisoned) until a later capture or replay.
+    """
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    for key in [k for k, e in _POISONED.items() if e[0].expired()]:
+        del _POISONED[key]
+    if _POISONED and _tls.guard is None:
+        _tls.guard = _mode_classes()[1]()
+        _tls.guard.__enter__()
+    elif not _POISONED and _tls.guard is not None and _get_current_dispatch_mode() is _tls.guard:
+        guard, _tls.guard = _tls.guard, None
+        guard.__exit__(None, None, None)
+
+
+def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = _tls.capture
+        if state is not None and state.check_escapes and not _tls.bookkeeping:
+            raise HostSyncInCapture(
+                f"tensor.{name}() reads device data on the host; not allowed inside graph capture "
+                f"({state.label})"
+            )
+        return original(self, *args, **kwargs)
+
+    return guarded
+
+
+class TorchOps:
+    """Framework ops for torch tensors: the emulator's only torch-specific part.
+
+    Storage identity is the StorageImpl address (``untyped_storage()._cdata``),
+    shared by every view; the poison registry holds a ``StorageWeakRef`` per
+    entry, which also keeps that address from being reused while registered.
+    """
+
+    framework = "torch"
+    _patch_lock = threading.Lock()
+    _patch_depth = 0
+    _originals: dict[str, Any] = {}
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    # TensorOps ------------------------------------------------------------------------------
+    def is_tensor(self, obj: Any) -> bool:
+        return isinstance(obj, self.torch.Tensor)
+
+    def data_ptr(self, t: Any) -> int:
+        return t.data_ptr()
+
+    def shape(self, t: Any) -> tuple[int, ...]:
+        return tuple(t.shape)
+
+    def dtype_name(self, t: Any) -> str:
+        return str(t.dtype).removeprefix("torch.")
+
+    def storage_key(self, t: Any) -> int:
+        return _storage_key(t)
+
+    def view_base(self, t: Any) -> Any | None:
+        return t._base
+
+    # memory ----------------------------------------------------------------------------------
+    @contextmanager
+    def bookkeeping(self) -> Iterator[None]:
+        """Run the runner's own tensor work past the capture checks and the poison guard."""
+        _tls.bookkeeping += 1
+        try:
+            yield
+        finally:
+            _tls.bookkeeping -= 1
+
+    def snapshot(self, t: Any) -> tuple[Any, Any]:
+        """A copy of all of ``t``'s storage, for :meth:`restore`."""
+        with self.bookkeeping():
+            storage = t.untyped_storage()
+            return storage, storage.clone()
+
+    def restore(self, snap: tuple[Any, Any]) -> None:
+        storage, saved = snap
+        with self.bookkeeping():
+            storage.copy_(saved)
+
+    def alias(self, t: Any) -> Any:
+        """A new tensor object over ``t``'s memory that keeps no reference to ``t`` itself."""
+        with self.bookkeeping():
+            return self.torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                t.untyped_storage(), t.storage_offset(), t.shape, t.stride()
+            )
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        dst.copy_(src)
+
+    def storage_nbytes(self, t: Any) -> int:
+        return t.untyped_storage().nbytes()
+
+    def poison_value(self, dtype: Any) -> Any:
+        """NaN for floats, True for bools, 0x5A5A... (negated) or 0xA5A5... for integers."""
+        torch = self.torch
+        if dtype == torch.bool:
+            return True
+        if dtype.is_floating_point or dtype.is_complex:
+            return float("nan")
+        info = torch.iinfo(dtype)
+        nbytes = info.bits // 8
+        return -int("5A" * nbytes, 16) if info.min < 0 else int("A5" * nbytes, 16)
+
+    def poison(self, t: Any) -> None:
+        """Fill all of ``t``'s storage with the poison value of ``t``'s dtype."""
+        with self.bookkeeping():
+            storage = t.untyped_storage()
+            n = storage.nbytes() // t.element_size()
+            flat = self.torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (n,), (1,))
+            flat.fill_(self.poison_value(t.dtype))
+
+    # poison registry -------------------------------------------------------------------------
+    def mark_poisoned(self, tensors: list[Any], label: str) -> int:
+        """Make non-view ops on these storages raise until :meth:`clear_poison`; returns the token."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        token = next(_TOKENS)
+        for t in tensors:
+            _POISONED[_storage_key(t)] = (StorageWeakRef(t.untyped_storage()), label, token)
+        _update_guard()
+        return token
+
+    def clear_poison(self, token: int) -> None:
+        for key in [k for k, e in _POISONED.items() if e[2] == token]:
+            del _POISONED[key]
+        _update_guard()
+
+    def is_poisoned(self, t: Any) -> bool:
+        return _storage_key(t) in _POISONED
+
+    # capture hooks ---------------------------------------------------------------------------
+    @contextmanager
+    def capture_hooks(self, state: CaptureState) -> Iterator[None]:
+        """Install the capture dispatch mode for ``state`` on this thread.
+
+        With ``state.check_escapes`` (the emulator), ``t.tolist()``,
+        ``t.numpy()`` and ``t.cpu()`` raise too: on a CPU tensor they dispatch
+        no op, so the methods are patched for the capture's duration (process
+        wide, but they only refuse on the capturing thread).
+        """
+        _tls.capture = state
+        try:
+            with self._patched_host_reads(state.check_escapes), _mode_classes()[0](state):
+                yield
+        finally:
+            _tls.capture = None
+
+    @contextmanager
+    def _patched_host_reads(self, enabled: bool) -> Iterator[None]:
+        if not enabled:
+            yield
+            return
+        cls, Tensor = TorchOps, self.torch.Tensor
+        with cls._patch_lock:
+            if cls._patch_depth == 0:
+                for name in _HOST_READ_METHODS:
+                    cls._originals[name] = Tensor.__dict__.get(name)
+                    setattr(Tensor, name, _host_read_guard(name, getattr(Tensor, name)))
+            cls._patch_depth += 1
+        try:
+            yield
+        finally:
+            with cls._patch_lock:
+                cls._patch_depth -= 1
+                if cls._patch_depth == 0:
+                    for name, original in cls._originals.items():
+                        if original is None:
+                            delattr(Tensor, name)
+                        else:
+                            setattr(Tensor, name, original)
+                    cls._originals.clear()

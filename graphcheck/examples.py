@@ -1,0 +1,95 @@
+"""Built-in scenarios: small scripts that touch every feature of a step.
+
+``demo_scenario`` is the one to run first: a queue that fills up, a request
+that ends on max_dec_len, an abort, a reasoning_status excursion to 1, forced
+accept counts and a seed that wraps around SEED_MODULUS within the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from graphcheck.scenario import (
+    SEED_MODULUS,
+    AcceptOverride,
+    EngineConfig,
+    ReasoningChange,
+    RequestSpec,
+    Scenario,
+    validate,
+)
+
+
+def _demo_requests() -> tuple[RequestSpec, ...]:
+    return (
+        # Short-lived: ends on max_dec_len long before the run does.
+        RequestSpec("r0", 0, (3, 14, 15, 9, 26), max_dec_len=7, eos_token_ids=(1,),
+                    temperature=0.7, top_p=0.9, top_k=0, seed=12345),
+        # Aborted mid-way; its seed wraps around SEED_MODULUS after a few steps.
+        RequestSpec("r1", 0, (2, 7, 18, 28), max_dec_len=40, eos_token_ids=(1, 2),
+                    temperature=1.3, top_p=1.0, top_k=8, seed=SEED_MODULUS - 37, abort_step=9),
+        # Goes through reasoning_status 1 (drafts all rejected) and back.
+        RequestSpec("r2", 2, (5, 5, 5, 31, 62, 40), max_dec_len=40, eos_token_ids=(0,),
+                    temperature=0.4, top_p=0.8, top_k=20, seed=7,
+                    reasoning=(ReasoningChange(4, 1), ReasoningChange(7, 2))),
+        # Arrives while all three slots are busy: waits in the queue.
+        RequestSpec("r3", 3, (60, 1, 33), max_dec_len=30, eos_token_ids=(63,),
+                    temperature=2.0, top_p=0.95, top_k=0, seed=2**40 + 3),
+    )
+
+
+def demo_scenario(verify_strategy: str = "target_match", naive_mode: bool = False, num_steps: int = 20) -> Scenario:
+    """Four requests, k = 3, S = 2, three slots, vocab 64, hidden 16."""
+    config = EngineConfig(
+        max_num_seqs=3,
+        num_speculative_tokens=3,
+        num_model_steps=2,
+        capture_sizes=(1, 2, 4),
+        vocab_size=64,
+        hidden_size=16,
+        max_model_len=128,
+        verify_strategy=verify_strategy,
+        naive_mode=naive_mode,
+        model_seed=2024,
+    )
+    accepts = (
+        AcceptOverride(step=2, request_id="r1", accepted=2),
+        AcceptOverride(step=3, request_id="r0", accepted=0),
+        AcceptOverride(step=6, request_id="r2", accepted=3),  # reasoning 1 wins: accept_num 1
+        AcceptOverride(step=8, request_id="r2", accepted=1),
+        AcceptOverride(step=10, request_id="r3", accepted=3),
+    )
+    name = f"demo-{'naive' if naive_mode else verify_strategy}"
+    return _fit(Scenario(config, _demo_requests(), accepts, num_steps, name))
+
+
+def _fit(scenario: Scenario) -> Scenario:
+    """Drop the scripted events that fall beyond ``num_steps`` so any length is valid."""
+    n = scenario.num_steps
+    requests = tuple(
+        dataclasses.replace(
+            r,
+            abort_step=r.abort_step if r.abort_step is not None and r.abort_step <= n else None,
+            reasoning=tuple(c for c in r.reasoning if c.step <= n),
+        )
+        for r in scenario.requests
+        if r.arrival_step < n
+    )
+    kept = {r.request_id for r in requests}
+    accepts = tuple(a for a in scenario.accepts if a.step < n and a.request_id in kept)
+    return validate(dataclasses.replace(scenario, requests=requests, accepts=accepts))
+
+
+BUILTIN: dict[str, Callable[..., Scenario]] = {"demo": demo_scenario}
+
+
+def builtin(name: str) -> Scenario:
+    """A built-in scenario by name, with its default arguments."""
+    try:
+        return BUILTIN[name]()
+    except KeyError:
+        raise KeyError(f"no built-in scenario {name!r}; known: {', '.join(sorted(BUILTIN))}") from None
+
+
+__all__ = ["BUILTIN", "builtin", "demo_scenario"]

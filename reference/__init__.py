@@ -1,0 +1,38 @@
+"""The NumPy oracle: the semantics every engine must match token for token.
+
+See reference/README.md for the contract. This package imports only NumPy, the
+standard library and graphcheck.scenario (plus graphcheck.driver to run a
+scenario), never an engine framework.
+"""
+
+from reference.decoder import ReferenceDecoder, decode, reasoning_status_at
+from reference.model import wrap
+from reference.rng import add_mod, mix64, uniform, uniform_open0
+from reference.sampling import Candidates, candidates, greedy, sample, topp_sample
+from reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from reference.weights import NPOS, Weights, make_weights
+
+__all__ = [
+    "NPOS",
+    "Candidates",
+    "ReferenceDecoder",
+    "RowVerdict",
+    "VerifyInput",
+    "VerifyResult",
+    "Weights",
+    "add_mod",
+    "candidates",
+    "decode",
+    "greedy",
+    "judge_row",
+    "make_weights",
+    "mix64",
+    "naive_step",
+    "reasoning_status_at",
+    "sample",
+    "topp_sample",
+    "uniform",
+    "uniform_open0",
+    "verify",
+    "wrap",
+]

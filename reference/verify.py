@@ -1,0 +1,145 @@
+"""Speculative verification of ONE request's step (README §5.3).
+
+The verify logic is kept free of the model: the target's opinion on output row
+i arrives as a ``RowVerdict`` from a callback, so hand-made tables can drive
+every branch, and the decoder only computes the rows the verify actually reads
+(which is also what decides whether the step is ambiguous).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from reference.sampling import candidates, greedy, sample, topp_sample
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """What the target says about one output row.
+
+    ``accepts``: the draft tokens this row accepts in phase 1 (the target token
+    for GREEDY/TARGET_MATCH, the first ``len`` candidates for TOPP).
+    ``token``: what the row emits when it is the phase-2 position.
+    Ambiguity is split by use, since an accepted row never reaches its phase-2
+    draw: ``accept_ambiguous`` taints every accept decision of the row,
+    ``unsure`` only the decisions on those tokens (TOPP: candidates that a
+    near-threshold length may or may not include), ``token_ambiguous`` the draw.
+    """
+
+    accepts: tuple[int, ...]
+    token: int
+    accept_ambiguous: bool = False
+    token_ambiguous: bool = False
+    unsure: tuple[int, ...] = ()
+
+    def unsure_about(self, draft: int) -> bool:
+        return self.accept_ambiguous or draft in self.unsure
+
+
+@dataclass(frozen=True)
+class VerifyInput:
+    """A request's state going into verify, plus the step's policy switches."""
+
+    drafts: tuple[int, ...]
+    step_idx: int
+    max_dec_len: int
+    eos: tuple[int, ...]
+    prefill: bool = False
+    reasoning_status: int = 0
+    accept_policy: str = "normal"
+    override: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    tokens: tuple[int, ...]
+    step_idx: int
+    stopped: bool
+    ambiguous: bool
+
+    @property
+    def accept_num(self) -> int:
+        return len(self.tokens)
+
+
+class _Emitter:
+    """emit(): count the token, stop on EOS, truncate to eos[0] at max_dec_len."""
+
+    def __init__(self, step_idx: int, max_dec_len: int, eos: Sequence[int]):
+        self.step_idx, self.max_dec_len, self.eos = step_idx, max_dec_len, tuple(eos)
+        self.tokens: list[int] = []
+        self.stopped = False
+
+    def emit(self, tok: int) -> bool:
+        self.step_idx += 1
+        if tok in self.eos:
+            self.stopped = True
+        elif self.step_idx >= self.max_dec_len:
+            tok, self.stopped = self.eos[0], True
+        self.tokens.append(int(tok))
+        return self.stopped
+
+
+def _phase1_skipped(inp: VerifyInput) -> bool:
+    return inp.prefill or inp.accept_policy == "reject_all" or inp.reasoning_status == 1
+
+
+def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
+    """Phase 1 (accept drafts while they match) then phase 2 (bonus/correction token).
+
+    ``row(i)`` is called at most once per row, and only for rows the verify reads.
+    """
+    row = functools.lru_cache(maxsize=None)(row)
+    out = _Emitter(inp.step_idx, inp.max_dec_len, inp.eos)
+    ambiguous = False
+    i = 0
+    if not _phase1_skipped(inp):
+        while i < len(inp.drafts):
+            draft = inp.drafts[i]
+            if inp.override is not None:
+                ok = i < inp.override
+            elif inp.accept_policy == "accept_all":
+                ok = True
+            else:
+                verdict = row(i)
+                ambiguous |= verdict.unsure_about(draft)
+                ok = draft in verdict.accepts
+            if not ok:
+                break
+            if out.emit(draft):
+                return VerifyResult(tuple(out.tokens), out.step_idx, True, ambiguous)
+            i += 1
+    verdict = row(i)
+    out.emit(verdict.token)
+    return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous or verdict.token_ambiguous)
+
+
+def naive_step(token: int, step_idx: int, max_dec_len: int, eos: Sequence[int], ambiguous: bool = False) -> VerifyResult:
+    """NAIVE mode: the one sampled token is emitted, nothing is verified."""
+    out = _Emitter(step_idx, max_dec_len, eos)
+    out.emit(token)
+    return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous)
+
+
+def judge_row(
+    strategy: str, logits: np.ndarray, temperature: float, top_p: float, top_k: int, row_seed: int, max_candidate_len: int
+) -> RowVerdict:
+    """The RowVerdict of one row of integer logits under a verify strategy."""
+    if strategy == "greedy":
+        tok, amb = greedy(logits)
+        return RowVerdict((tok,), tok, amb, amb)
+    if strategy == "target_match":
+        tok, amb = sample(logits, temperature, top_p, top_k, row_seed)
+        return RowVerdict((tok,), tok, amb, amb)
+    if strategy == "topp":
+        cands = candidates(logits, temperature, top_p, max_candidate_len)
+        tok, amb = topp_sample(cands, top_p, row_seed)
+        return RowVerdict(cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure)
+    raise ValueError(f"unknown verify strategy {strategy!r}")
+
+
+__all__ = ["RowVerdict", "VerifyInput", "VerifyResult", "verify", "naive_step", "judge_row"]
