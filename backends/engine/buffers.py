@@ -1,0 +1,172 @@
+"""The engine's persistent device buffers: one typed dataclass.
+
+Sizes (``B = config.max_padded_reqs = max(max_num_seqs, largest capture) + 1``):
+
+* per-slot state: ``[B]`` / ``[B, k+1]`` / ``[B, max_model_len]`` ...; a free slot
+  holds the idle values (``stop_flags`` True, lengths 0, tokens -1), so a padded
+  row of a graph reads inert data;
+* packed per-token scratch: ``max_num_batched_tokens`` rows, at least
+  ``B * (k+1)`` (every graph's padded token capacity) and room for an eager step
+  that prefills ``max_num_seqs`` whole prompts;
+* paged KV caches for the target and the draft model, ``[num_blocks * block_size, H]``,
+  sharing the block tables; block 0 is the sink.
+
+Every buffer a graph reads is updated in place; nothing here is ever rebound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig
+
+from backends.engine.blocks import blocks_per_seq, num_blocks_for
+
+PAD_TOKEN = 0  # token id of padded packed-token rows (any id < vocab works)
+
+
+@dataclass(frozen=True)
+class BufferSizes:
+    slots: int  # B = max_padded_reqs
+    tokens_per_req: int  # k + 1
+    max_tokens: int  # packed-token capacity
+    max_model_len: int
+    blocks_per_seq: int
+    num_blocks: int
+    block_size: int
+    hidden: int
+
+    @classmethod
+    def for_config(cls, config: EngineConfig) -> "BufferSizes":
+        slots = config.max_padded_reqs
+        k1 = config.tokens_per_request
+        return cls(
+            slots=slots,
+            tokens_per_req=k1,
+            max_tokens=max(slots * k1, config.max_num_seqs * config.max_model_len),
+            max_model_len=config.max_model_len,
+            blocks_per_seq=blocks_per_seq(config.max_model_len, config.block_size),
+            num_blocks=num_blocks_for(config.max_num_seqs, config.max_model_len, config.block_size),
+            block_size=config.block_size,
+            hidden=config.hidden_size,
+        )
+
+
+@dataclass
+class EngineBuffers:
+    # ---- per-slot request state (target) -------------------------------
+    seq_lens_this_time: Any  # [B] tokens of the slot in the current / next step
+    seq_lens_encoder: Any  # [B] prompt length while the prefill is pending, else 0
+    seq_lens_decoder: Any  # [B] positions holding target KV (committed length - 1)
+    step_idx: Any  # [B] generated tokens so far
+    stop_flags: Any  # [B] bool; True for free slots and stopped requests
+    max_dec_len: Any  # [B]
+    prompt_lens: Any  # [B]
+    infer_seed: Any  # [B] advanced in place every step the slot runs
+    top_p: Any  # [B] float64
+    top_k: Any  # [B]
+    temperature: Any  # [B] float64
+    eos_ids: Any  # [B, MAX_EOS_IDS], -1 padded
+    reasoning_status: Any  # [B]
+    accept_override: Any  # [B] forced accept count for this step, -1 = none (test hook)
+    draft_tokens: Any  # [B, k+1] col 0: last committed token; 1..: drafts for the next step
+    accept_tokens: Any  # [B, k+1] emitted tokens of the last step (-1 padded)
+    accept_num: Any  # [B]
+    token_ids_all: Any  # [B, max_model_len] prompt then generated tokens (-1 beyond)
+    block_tables: Any  # [B, blocks_per_seq] block ids, 0 (sink) where unallocated
+    # ---- per-slot draft (MTP) state ------------------------------------
+    draft_seq_lens_this_time: Any  # [B] draft tokens of the current substep
+    draft_seq_lens_encoder: Any  # [B] prompt length until the draft prefill ran
+    draft_seq_lens_decoder: Any  # [B] first draft position of the current substep
+    draft_input_tokens: Any  # [B] last proposal (input of the next substep)
+    draft_last_hidden: Any  # [B, H] draft hidden state of the slot's last token
+    # ---- packed target inputs (scratch, rewritten every step) ------------
+    ids: Any  # [T]
+    positions: Any  # [T]
+    batch_ids: Any  # [T] slot of each token, -1 for padding
+    slot_mapping: Any  # [T] KV cache row of each token (sink row for padding)
+    cu_seqlens_q: Any  # [B+1]
+    cu_seqlens_out: Any  # [B+1]
+    batch_ids_out: Any  # [T] slot of each output row, -1 for padding
+    out_token_index: Any  # [T] packed token feeding each output row
+    # ---- packed draft inputs (scratch) -----------------------------------
+    d_ids: Any
+    d_positions: Any
+    d_batch_ids: Any
+    d_slot_mapping: Any
+    d_prev_hidden: Any  # [T, H]
+    d_cu_seqlens: Any  # [B+1]
+    # ---- paged KV caches ---------------------------------------------------
+    k_cache: Any  # [num_blocks * block_size, H] int64
+    v_cache: Any
+    draft_k_cache: Any
+    draft_v_cache: Any
+
+    def named_tensors(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: Packed per-step scratch: only the real rows are meaningful.
+SCRATCH_FIELDS = (
+    "ids", "positions", "batch_ids", "slot_mapping", "cu_seqlens_q", "cu_seqlens_out",
+    "batch_ids_out", "out_token_index", "d_ids", "d_positions", "d_batch_ids",
+    "d_slot_mapping", "d_prev_hidden", "d_cu_seqlens",
+)
+#: KV caches: every block but the sink (block 0) is request state.
+CACHE_FIELDS = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
+#: Fields that carry request state across steps (compared bit for bit between eager and graph).
+STATE_FIELDS = tuple(
+    f.name for f in fields(EngineBuffers) if f.name not in SCRATCH_FIELDS and f.name not in CACHE_FIELDS
+)
+
+
+#: The value every per-slot state field holds while its slot is free.
+SLOT_IDLE: dict[str, int | float | bool] = {
+    "seq_lens_this_time": 0, "seq_lens_encoder": 0, "seq_lens_decoder": 0, "step_idx": 0,
+    "stop_flags": True, "max_dec_len": 0, "prompt_lens": 0, "infer_seed": 0, "top_p": 1.0,
+    "top_k": 0, "temperature": 1.0, "eos_ids": -1, "reasoning_status": 0, "accept_override": -1,
+    "draft_tokens": -1, "accept_tokens": -1, "accept_num": 0, "token_ids_all": -1,
+    "block_tables": 0, "draft_seq_lens_this_time": 0, "draft_seq_lens_encoder": 0,
+    "draft_seq_lens_decoder": 0, "draft_input_tokens": -1, "draft_last_hidden": 0,
+}
+assert set(SLOT_IDLE) == set(STATE_FIELDS)
+
+
+def allocate_buffers(xp, config: EngineConfig) -> EngineBuffers:
+    """Fresh buffers holding the idle values (every slot free)."""
+    s = BufferSizes.for_config(config)
+    B, K1, T, H = s.slots, s.tokens_per_req, s.max_tokens, s.hidden
+    i64, f64 = xp.int64, xp.float64
+    cache_rows = s.num_blocks * s.block_size
+    slot_shapes = {
+        "eos_ids": (B, MAX_EOS_IDS), "draft_tokens": (B, K1), "accept_tokens": (B, K1),
+        "token_ids_all": (B, s.max_model_len), "block_tables": (B, s.blocks_per_seq),
+        "draft_last_hidden": (B, H),
+    }
+    dtypes = {"stop_flags": xp.bool, "top_p": f64, "temperature": f64}
+    state = {
+        name: xp.full(slot_shapes.get(name, (B,)), value, dtypes.get(name, i64))
+        for name, value in SLOT_IDLE.items()
+    }
+    return EngineBuffers(
+        **state,
+        ids=xp.full((T,), PAD_TOKEN, i64),
+        positions=xp.zeros((T,), i64),
+        batch_ids=xp.full((T,), -1, i64),
+        slot_mapping=xp.zeros((T,), i64),
+        cu_seqlens_q=xp.zeros((B + 1,), i64),
+        cu_seqlens_out=xp.zeros((B + 1,), i64),
+        batch_ids_out=xp.full((T,), -1, i64),
+        out_token_index=xp.zeros((T,), i64),
+        d_ids=xp.full((T,), PAD_TOKEN, i64),
+        d_positions=xp.zeros((T,), i64),
+        d_batch_ids=xp.full((T,), -1, i64),
+        d_slot_mapping=xp.zeros((T,), i64),
+        d_prev_hidden=xp.zeros((T, H), i64),
+        d_cu_seqlens=xp.zeros((B + 1,), i64),
+        k_cache=xp.zeros((cache_rows, H), i64),
+        v_cache=xp.zeros((cache_rows, H), i64),
+        draft_k_cache=xp.zeros((cache_rows, H), i64),
+        draft_v_cache=xp.zeros((cache_rows, H), i64),
+    )

@@ -1,0 +1,423 @@
+"""The MTP engine: step pipeline and graph policy (DESIGN.md "The engine", mtp-ops §7).
+
+One step: host planning (admission, reasoning status, accept overrides, KV
+blocks) -> pack -> target forward -> sampling params + seed advance -> verify ->
+status update -> draft preprocess -> S draft substeps -> draft postprocess ->
+one read-back.
+
+Graph policy. At construction, before any request, one graph set is captured
+per capture size in descending order, all through one runner. A decode-only
+step whose slot high-water mark R fits a capture size replays the graphs of
+the smallest size G >= R; a step with a prefill, or with R above every size,
+runs eagerly over exactly R slots and the real token counts. In a graph the
+only static sizes are G and its token capacity G*(k+1); everything that changes
+between replays lives in buffers refreshed in place before the replay, and
+outputs are sliced to the real counts outside the graph. ``graph_scope`` picks
+the captured region:
+
+* ``forward``: the target forward (and logits) is one graph; the draft
+  forward of a substep is a second graph. Packing, sampling, verify, updates
+  run eagerly over R slots on the sliced outputs.
+* ``forward_sampling``: the target graph also holds sampling-param expansion
+  (seed advance), sampling and verify; the draft graph as above.
+* ``step``: one graph holds the whole step, packing to draft postprocess.
+
+Draft substeps >= 1: with ``forward`` / ``forward_sampling`` they replay the
+same per-bucket draft graph as substep 0 after the substep's 1-token-per-slot
+inputs are packed in place (padding rows inert); with ``step`` they are part of
+the step graph, packed with a capacity of G tokens. Both are exact.
+
+After capture every graph is replayed once on the idle buffers (FastDeploy's
+capture loop replays too): all rows are padding, so this writes only scratch
+rows and the sink block, and the graphs' outputs hold real data from then on.
+
+Eager steps are exact-size: after the draft preprocess they read the draft
+token counts back (one host sync, like FastDeploy's blocking path); graph
+steps never sync mid-step. Every step ends with one packed read-back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
+
+from backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
+from backends.engine.faults import check_faults
+from backends.engine.forward import draft_forward, target_forward
+from backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
+from backends.engine.sampling import RowParams, build_sampling_params, sample_tokens, topp_candidates
+from backends.engine.scheduler import Request, Scheduler, reasoning_status_at
+from backends.engine.transfer import (
+    ADMIT_INT_COLUMNS,
+    ADMIT_MAX_DEC_LEN,
+    ADMIT_PROMPT_LEN,
+    ADMIT_REASONING,
+    ADMIT_SEED,
+    ADMIT_TOP_K,
+    OUT_ACCEPT_NUM,
+    OUT_NEXT_TOKENS,
+    OUT_SEED,
+    OUT_SEQ_LEN,
+    OUT_STEP_IDX,
+    OUT_STOPPED,
+    AdmitBatch,
+    admit_slots,
+    collect_step_outputs,
+    overwrite,
+    release_slots,
+    write_block_entries,
+    write_slot_values,
+)
+from backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
+from backends.engine.verify import verify_drafts
+from backends.engine.weights import EngineWeights
+from backends.xp import make_ops
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """How the last step ran."""
+
+    step: int
+    bucket: int | None  # capture size replayed, None when eager
+    used_graph: bool
+    real_bsz: int  # slot high-water mark R
+    num_running: int
+    real_tokens: int  # target input tokens of the running requests
+    padded_tokens: int  # tokens the target forward processed (bucket * (k+1) in a graph)
+    graph_scope: str
+    has_prefill: bool = False
+
+
+@dataclass
+class BucketGraphs:
+    """The graphs of one capture size.
+
+    ``target``: the target forward (scope forward), plus sampling and verify
+    (forward_sampling), or the whole step (step). ``draft``: one draft substep
+    (scopes forward / forward_sampling in speculative mode), else None.
+    """
+
+    size: int
+    target: Any
+    draft: Any | None = None
+
+    def all(self) -> list[Any]:
+        return [g for g in (self.target, self.draft) if g is not None]
+
+
+def _region(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    fn.__qualname__ = name
+    return fn
+
+
+class Engine:
+    """Batched, padded, buffer-based MTP decoding engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        weights: Any,
+        *,
+        device: Any = "cpu",
+        use_graphs: bool = True,
+        faults: Any = frozenset(),
+    ):
+        self.config = config
+        self.faults = check_faults(faults)
+        if isinstance(device, str):
+            from backends.devices import resolve
+
+            device = resolve(device)
+        self.device = device
+        self.xp = make_ops(device.framework, device.device)
+        self.weights = weights if isinstance(weights, EngineWeights) else EngineWeights.from_arrays(self.xp, weights)
+        self.sizes = BufferSizes.for_config(config)
+        self.buffers: EngineBuffers = allocate_buffers(self.xp, config)
+        self.scheduler = Scheduler(config)
+        self.k1 = config.tokens_per_request
+        self.num_model_steps = 0 if config.naive_mode else config.num_model_steps
+        self.capture_sizes = tuple(sorted(set(config.capture_sizes), reverse=True))
+        self.use_graphs = use_graphs
+        self.runner = device.runner_factory() if use_graphs and self.capture_sizes else None
+        self.graphs: dict[int, BucketGraphs] = {}
+        self.capture_order: list[int] = []  # capture sizes in the order they were captured
+        self.last_step_info: StepInfo | None = None
+        self._override_host = np.full(self.sizes.slots, -1, dtype=np.int64)
+        if self.runner is not None:
+            self._capture_graphs()
+
+    # ------------------------------------------------------------------ decoder protocol
+    def submit(self, spec: RequestSpec) -> None:
+        self.scheduler.submit(spec)
+
+    def abort(self, request_id: str) -> None:
+        req = self.scheduler.abort(request_id)
+        if req is not None:
+            self._release([req])
+
+    def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
+        sched, cfg = self.scheduler, self.config
+        admitted = sched.admit()
+        running = sched.running()
+        if not running:
+            self.last_step_info = StepInfo(t, None, False, 0, 0, 0, 0, cfg.graph_scope)
+            return StepResult(t, ())
+        self._admit_on_device(admitted, t)
+        self._sync_reasoning(running, t)
+        self._write_overrides(running, overrides)
+        self._grow_blocks(running)
+
+        R = sched.high_water()
+        real_tokens = sum(r.next_tokens for r in running)
+        rows = sum(r.output_rows for r in running)
+        has_prefill = any(r.is_prefill for r in running)
+        bucket = None if has_prefill else self.bucket_for(R)
+        if bucket is None:
+            self._run_eager(R, real_tokens, rows)
+            padded = real_tokens
+        else:
+            self._run_graphs(bucket, R, real_tokens)
+            padded = bucket * self.k1
+        self.last_step_info = StepInfo(
+            t, bucket, bucket is not None, R, len(running), real_tokens, padded, cfg.graph_scope, has_prefill
+        )
+        return self._finish_step(t, running, R)
+
+    # ------------------------------------------------------------------ introspection
+    def bucket_for(self, real_bsz: int) -> int | None:
+        """The smallest captured size >= R, or None (then the step runs eagerly)."""
+        fits = [s for s in self.graphs if s >= real_bsz]
+        return min(fits) if fits else None
+
+    def buffer_tensors(self) -> dict[str, Any]:
+        """Buffer name -> the tensor the engine holds now (for Graph.stale_inputs)."""
+        named = dict(self.buffers.named_tensors())
+        named.update({f"weights.{k}": v for k, v in self.weights.named_tensors().items()})
+        return named
+
+    def buffer_names(self) -> dict[int, str]:
+        """id(tensor) -> name, for the static-input table of every capture."""
+        return {id(t): name for name, t in self.buffer_tensors().items()}
+
+    def memory_bytes(self) -> int:
+        """Allocator bytes on a device with statistics, else engine tensors plus graph-held storage."""
+        held = self.runner.memory_bytes() if self.runner is not None else 0
+        if self.device.device != "cpu":
+            return held if self.runner is not None else self._tensor_bytes()
+        return self._tensor_bytes() + held
+
+    def _tensor_bytes(self) -> int:
+        return sum(self.xp.nbytes(t) for t in self.buffer_tensors().values())
+
+    # ------------------------------------------------------------------ host-side planning
+    def _admit_on_device(self, admitted: list[Request], t: int) -> None:
+        if not admitted:
+            return
+        L = self.config.max_model_len
+        n = len(admitted)
+        slots = np.array([r.slot for r in admitted], dtype=np.int64)
+        ints = np.zeros((n, ADMIT_INT_COLUMNS), dtype=np.int64)
+        floats = np.zeros((n, 2), dtype=np.float64)
+        prompts = np.full((n, L), -1, dtype=np.int64)
+        eos = np.full((n, MAX_EOS_IDS), -1, dtype=np.int64)
+        for i, req in enumerate(admitted):
+            spec = req.spec
+            req.reasoning_status = reasoning_status_at(spec, t)
+            ints[i, ADMIT_PROMPT_LEN] = len(spec.prompt)
+            ints[i, ADMIT_MAX_DEC_LEN] = spec.max_dec_len
+            ints[i, ADMIT_SEED] = spec.seed
+            ints[i, ADMIT_TOP_K] = spec.top_k
+            ints[i, ADMIT_REASONING] = req.reasoning_status
+            floats[i] = (spec.top_p, spec.temperature)
+            prompts[i, : len(spec.prompt)] = spec.prompt
+            eos[i, : len(spec.eos_token_ids)] = spec.eos_token_ids
+        xp = self.xp
+        batch = AdmitBatch(
+            xp.from_numpy(slots), xp.from_numpy(ints), xp.from_numpy(floats), xp.from_numpy(prompts), xp.from_numpy(eos)
+        )
+        admit_slots(xp, self.buffers, batch)
+
+    def _sync_reasoning(self, running: list[Request], t: int) -> None:
+        changed = []
+        for req in running:
+            status = reasoning_status_at(req.spec, t)
+            if status != req.reasoning_status:
+                req.reasoning_status = status
+                changed.append((req.slot, status))
+        if changed:
+            xp = self.xp
+            slots, values = (np.array(c, dtype=np.int64) for c in zip(*changed))
+            write_slot_values(xp, self.buffers.reasoning_status, xp.from_numpy(slots), xp.from_numpy(values))
+
+    def _write_overrides(self, running: list[Request], overrides: Mapping[str, int]) -> None:
+        values = np.full(self.sizes.slots, -1, dtype=np.int64)
+        for req in running:
+            if req.request_id in overrides:
+                values[req.slot] = int(overrides[req.request_id])
+        if not np.array_equal(values, self._override_host):
+            overwrite(self.xp, self.buffers.accept_override, self.xp.from_numpy(values))
+            self._override_host = values
+
+    def _grow_blocks(self, running: list[Request]) -> None:
+        entries = []
+        for req in running:
+            # Target positions seq_len .. seq_len+n-1, draft positions up to seq_len+n+S-2.
+            for column, block in self.scheduler.grow_blocks(req, self.num_model_steps):
+                entries.append((req.slot, column, block))
+        if entries:
+            xp = self.xp
+            slots, cols, blocks = (xp.from_numpy(np.array(c, dtype=np.int64)) for c in zip(*entries))
+            write_block_entries(xp, self.buffers.block_tables, slots, cols, blocks)
+
+    def _release(self, requests: list[Request]) -> None:
+        if not requests:
+            return
+        slots = np.array([self.scheduler.release(r) for r in requests], dtype=np.int64)
+        release_slots(self.xp, self.buffers, self.xp.from_numpy(slots))
+        self._override_host[slots] = -1
+
+    def _finish_step(self, t: int, running: list[Request], R: int) -> StepResult:
+        K1, S = self.k1, self.num_model_steps
+        out = self.xp.to_host(collect_step_outputs(self.xp, self.buffers, R))
+        scalars = 2 * K1
+        results, finished = [], []
+        for req in running:
+            row = out[req.slot]
+            accept_num = int(row[scalars + OUT_ACCEPT_NUM])
+            stopped = bool(row[scalars + OUT_STOPPED])
+            next_tokens = int(row[scalars + OUT_NEXT_TOKENS])
+            drafted = S > 0 and not stopped and next_tokens == 1 + S
+            req.prefilled = True
+            req.seq_len = int(row[scalars + OUT_SEQ_LEN])
+            req.next_tokens = next_tokens
+            results.append(
+                RequestStep(
+                    request_id=req.request_id,
+                    accept_tokens=tuple(int(x) for x in row[:accept_num]),
+                    draft_tokens=tuple(int(x) for x in row[K1 + 1 : K1 + 1 + S]) if drafted else (),
+                    infer_seed=int(row[scalars + OUT_SEED]),
+                    step_idx=int(row[scalars + OUT_STEP_IDX]),
+                    seq_len=req.seq_len,
+                    stopped=stopped,
+                )
+            )
+            if stopped:
+                finished.append(req)
+        self._release(finished)
+        return StepResult(t, tuple(sorted(results, key=lambda r: r.request_id)))
+
+    # ------------------------------------------------------------------ the step pipeline
+    def _sample_and_verify(self, num_slots: int, num_rows: int, logits: Any) -> None:
+        xp, buf, cfg = self.xp, self.buffers, self.config
+        params = RowParams(*build_sampling_params(xp, buf, num_slots, num_rows, cfg.seed_increment))
+        if cfg.verify_strategy == "topp" and not cfg.naive_mode:
+            tokens, cand_ids, cand_len = topp_candidates(xp, logits, params, cfg.max_candidate_len)
+        else:
+            greedy = cfg.verify_strategy == "greedy" and not cfg.naive_mode
+            tokens, cand_ids, cand_len = sample_tokens(xp, logits, params, greedy), None, None
+        verify_drafts(xp, buf, tokens, cand_ids, cand_len, num_slots, cand_ids is not None, cfg.accept_policy)
+
+    def _propose(self, num_slots: int, target_hidden: Any, *, exact: bool) -> None:
+        """Draft preprocess, S substeps and postprocess as plain kernel calls.
+
+        ``exact`` (eager): token counts are read from the device after the
+        preprocess. Otherwise (inside the step graph) substep 0 packs into the
+        bucket's token capacity and substeps >= 1 into one row per slot.
+        """
+        xp, buf, w, S = self.xp, self.buffers, self.weights, self.num_model_steps
+        G, bs = num_slots, self.config.block_size
+        draft_preprocess(xp, buf, G, S)
+        if exact:
+            counts = xp.to_host(buf.draft_seq_lens_this_time[:G])
+            first, later = int(counts.sum()), int((counts > 0).sum())
+        else:
+            first, later = G * self.k1, G
+        if first > 0:
+            for s in range(S):
+                T = first if s == 0 else later
+                pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0)
+                last_hidden, proposals = draft_forward(xp, w, buf, G, T, bs)
+                draft_update(xp, buf, last_hidden, proposals, G, s)
+        draft_postprocess(xp, buf, G, S)
+
+    def _run_eager(self, R: int, tokens: int, rows: int) -> None:
+        xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
+        pack_target_inputs(xp, buf, R, tokens, cfg.block_size)
+        hidden, logits = target_forward(xp, w, buf, tokens, rows, cfg.block_size)
+        self._sample_and_verify(R, rows, logits)
+        update_model_status(xp, buf, R, cfg.naive_mode)
+        if not cfg.naive_mode:
+            self._propose(R, hidden, exact=True)
+
+    def _run_graphs(self, G: int, R: int, real_tokens: int) -> None:
+        xp, buf, cfg = self.xp, self.buffers, self.config
+        graphs = self.graphs[G]
+        if cfg.graph_scope == "step":
+            graphs.target.replay()
+            return
+        pack_target_inputs(xp, buf, G, G * self.k1, cfg.block_size)  # refresh the graph's inputs in place
+        graphs.target.replay()
+        if cfg.graph_scope == "forward":
+            hidden, logits = graphs.target.outputs
+            hidden = hidden[:real_tokens]
+            self._sample_and_verify(R, real_tokens, logits[:real_tokens])
+        else:
+            hidden = graphs.target.outputs[0][:real_tokens]
+        update_model_status(xp, buf, R, cfg.naive_mode)
+        if not cfg.naive_mode:
+            self._propose_with_graph(G, R, hidden)
+
+    def _propose_with_graph(self, G: int, R: int, target_hidden: Any) -> None:
+        xp, buf, S = self.xp, self.buffers, self.num_model_steps
+        graph = self.graphs[G].draft
+        draft_preprocess(xp, buf, R, S)
+        for s in range(S):
+            # Substep s >= 1 replays the substep-0 graph with one token per active slot.
+            pack_draft_inputs(xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0)
+            graph.replay()
+            last_hidden, proposals = graph.outputs
+            draft_update(xp, buf, last_hidden[:R], proposals[:R], R, s)
+        draft_postprocess(xp, buf, R, S)
+
+    # ------------------------------------------------------------------ capture
+    def _capture_graphs(self) -> None:
+        names = self.buffer_names()
+        scope = self.config.graph_scope
+        for size in self.capture_sizes:  # descending, like FastDeploy's capture order
+            target = self.runner.capture(_region(f"{scope}[{size}]", lambda g=size: self._target_region(g)), names=names)
+            draft = None
+            if scope != "step" and not self.config.naive_mode:
+                draft = self.runner.capture(_region(f"draft[{size}]", lambda g=size: self._draft_region(g)), names=names)
+            self.graphs[size] = BucketGraphs(size, target, draft)
+            self.capture_order.append(size)
+        # Warm replay (FastDeploy's capture loop replays its decode iterations too): every
+        # slot is idle, so every row is padding: it writes only scratch rows and the sink
+        # block, leaves request state untouched, and gives each graph's outputs real data.
+        for graphs in self.graphs.values():
+            for graph in graphs.all():
+                graph.replay()
+
+    def _target_region(self, G: int) -> Any:
+        xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
+        T = G * self.k1
+        if cfg.graph_scope == "step":
+            pack_target_inputs(xp, buf, G, T, cfg.block_size)
+            hidden, logits = target_forward(xp, w, buf, T, T, cfg.block_size)
+            self._sample_and_verify(G, T, logits)
+            update_model_status(xp, buf, G, cfg.naive_mode)
+            if not cfg.naive_mode:
+                self._propose(G, hidden, exact=False)
+            return ()
+        hidden, logits = target_forward(xp, w, buf, T, T, cfg.block_size)
+        if cfg.graph_scope == "forward":
+            return hidden, logits
+        self._sample_and_verify(G, T, logits)
+        return (hidden,)
+
+    def _draft_region(self, G: int) -> Any:
+        return draft_forward(self.xp, self.weights, self.buffers, G, G * self.k1, self.config.block_size)

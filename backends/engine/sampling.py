@@ -1,0 +1,129 @@
+"""Sampling-parameter expansion and the samplers, batched over output rows.
+
+``build_sampling_params`` is mtp-ops §6.1 with README §3: output row j of a
+slot uses ``add_mod(infer_seed, 4j)``; the slot's ``infer_seed`` is advanced IN
+PLACE by the config's increment (4(k+1), NAIVE 4) for every running slot of
+[0, G). The samplers follow README §4: probabilities in float64 from
+``z = logits / 8 / temperature``, rank order from the integer logits
+(descending, ties to the lower id), one uniform per row from its own seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from backends.engine.rng import add_mod, uniform, uniform_open0
+from backends.graphs.kernels import kernel
+
+
+@dataclass
+class RowParams:
+    """Per output row: seed, top_p, top_k, temperature (tensors [rows])."""
+
+    seed: Any
+    top_p: Any
+    top_k: Any
+    temperature: Any
+
+
+def running_mask(xp, buf, num_slots):
+    """Slots of [0, G) that run in this step: tokens scheduled and not stopped."""
+    return xp.logical_and(xp.gt(buf.seq_lens_this_time[:num_slots], 0), xp.logical_not(buf.stop_flags[:num_slots]))
+
+
+@kernel
+def build_sampling_params(xp, buf, num_slots: int, num_rows: int, increment: int):
+    """Expand per-slot sampling params to rows; advance ``infer_seed`` in place."""
+    G, N = num_slots, num_rows
+    owner = buf.batch_ids_out[:N]
+    valid = xp.ge(owner, 0)
+    slot = xp.where(valid, owner, 0)
+    local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
+    base = xp.index_select(buf.infer_seed, slot, 0)
+    seed = xp.where(valid, add_mod(xp, base, xp.maximum(local, 0) * 4), 0)
+    top_p = xp.where(valid, xp.index_select(buf.top_p, slot, 0), 1.0)
+    top_k = xp.where(valid, xp.index_select(buf.top_k, slot, 0), 0)
+    temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
+
+    xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
+    return seed, top_p, top_k, temperature
+
+
+def probabilities(xp, logits, temperature):
+    """``softmax(logits / 8 / temperature)`` in float64, row-wise."""
+    z = xp.astype(logits, xp.float64) / 8.0 / xp.unsqueeze(temperature, 1)
+    e = xp.exp(z - xp.max(z, -1, keepdims=True))
+    return e / xp.sum(e, -1, keepdims=True)
+
+
+def rank_order(xp, logits):
+    """Token ids of each row in rank order: integer logit descending, ties to the lower id."""
+    vocab = int(logits.shape[-1])
+    ids = xp.reshape(xp.arange(vocab), (1, vocab))
+    key = logits * vocab + (vocab - 1 - ids)  # unique per row, so the order is total
+    _, order = xp.sort(key, -1, descending=True, stable=True)
+    return order
+
+
+def first_true(xp, mask, width):
+    """Index of the first True along the last axis; ``width`` where there is none."""
+    idx = xp.broadcast_to(xp.reshape(xp.arange(width), (1, width)), tuple(mask.shape))
+    return xp.min(xp.where(mask, idx, width), -1)
+
+
+def _greedy(xp, order):
+    return order[:, 0]
+
+
+def _sample(xp, p_sorted, order, params):
+    """README §4 ``sample``: top_k, renormalise, top_p prefix, one uniform."""
+    rows, vocab = int(p_sorted.shape[0]), int(p_sorted.shape[1])
+    ids = xp.reshape(xp.arange(vocab), (1, vocab))
+    k = xp.where(xp.gt(params.top_k, 0), params.top_k, vocab)
+    kept = xp.lt(ids, xp.unsqueeze(k, 1))
+    mass = xp.where(kept, p_sorted, 0.0)
+    q = mass / xp.sum(mass, -1, keepdims=True)
+    c = xp.cumsum(q, -1)
+    reach = xp.logical_and(kept, xp.ge(c, xp.unsqueeze(params.top_p, 1)))
+    first = first_true(xp, reach, vocab)
+    m = xp.where(xp.lt(first, vocab), first + 1, k)
+    c_m = xp.reshape(xp.gather(c, xp.reshape(m - 1, (rows, 1)), 1), (rows,))
+    r = uniform(xp, params.seed) * c_m
+    hit = xp.logical_and(xp.lt(xp.unsqueeze(r, 1), c), xp.lt(ids, xp.unsqueeze(m, 1)))
+    pick = first_true(xp, hit, vocab)
+    pick = xp.where(xp.lt(pick, vocab), pick, m - 1)
+    return xp.reshape(xp.gather(order, xp.reshape(pick, (rows, 1)), 1), (rows,))
+
+
+@kernel
+def sample_tokens(xp, logits, params: RowParams, greedy: bool):
+    """Per-row target token: greedy (GREEDY) or ``sample`` (TARGET_MATCH, NAIVE)."""
+    order = rank_order(xp, logits)
+    if greedy:
+        return _greedy(xp, order)
+    p = probabilities(xp, logits, params.temperature)
+    return _sample(xp, xp.gather(p, order, 1), order, params)
+
+
+@kernel
+def topp_candidates(xp, logits, params: RowParams, max_candidates: int):
+    """TOPP: ``(phase-2 token, candidate ids [rows, C], candidate lens)`` per row (README §4)."""
+    rows = int(logits.shape[0])
+    C = max_candidates
+    order = rank_order(xp, logits)
+    p = probabilities(xp, logits, params.temperature)
+    cand = order[:, :C]
+    cp = xp.gather(p, cand, 1)
+    cum = xp.cumsum(cp, -1)
+    top_p = xp.unsqueeze(params.top_p, 1)
+    first = first_true(xp, xp.ge(cum, top_p), C)
+    length = xp.where(xp.lt(first, C), first + 1, xp.where(xp.eq(params.top_p, 1.0), C, 0))
+    # topp_sample: r = uniform_open0 * top_p; first of the first `len` with r <= cumsum.
+    r = uniform_open0(xp, params.seed) * params.top_p
+    cols = xp.reshape(xp.arange(C), (1, C))
+    hit = xp.logical_and(xp.le(xp.unsqueeze(r, 1), cum), xp.lt(cols, xp.unsqueeze(length, 1)))
+    pick = first_true(xp, hit, C)
+    pick = xp.where(xp.lt(pick, C), pick, 0)
+    token = xp.reshape(xp.gather(cand, xp.reshape(pick, (rows, 1)), 1), (rows,))
+    return token, cand, length

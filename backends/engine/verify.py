@@ -1,0 +1,93 @@
+"""Draft verification (mtp-ops §3.2 with the README §5.3 choices), batched over slots.
+
+For slot b with n input tokens, drafts ``d_1..d_{n-1}`` sit in
+``draft_tokens[b, 1:n]`` and target rows ``cu_out[b] + i``. Phase 1 accepts the
+leading drafts (override ``i < A`` > accept_all > strategy), phase 2 emits the
+strategy's token of the first rejected row, and the emit rule (eos stops;
+``step_idx >= max_dec_len`` turns the token into ``eos[0]`` and stops) cuts the
+run at the first stop. Only running slots are written.
+"""
+
+from __future__ import annotations
+
+from backends.engine.sampling import first_true, running_mask
+from backends.graphs.kernels import kernel
+
+
+def eos_scan(xp, tokens, count, step_idx, max_dec_len, eos_ids):
+    """Apply the emit rule to ``tokens[:, :count]``.
+
+    Returns ``(tokens, count, stopped)``: the run ends at the first token that is
+    an eos or reaches ``max_dec_len`` (that token becomes ``eos[0]`` unless it is
+    an eos); tokens past the end become -1.
+    """
+    K1 = int(tokens.shape[1])
+    cols = xp.reshape(xp.arange(K1), (1, K1))
+    inside = xp.lt(cols, xp.unsqueeze(count, 1))
+    is_eos = xp.any(xp.eq(xp.unsqueeze(tokens, 2), xp.unsqueeze(eos_ids, 1)), -1)
+    is_eos = xp.logical_and(inside, is_eos)
+    limit = xp.ge(xp.unsqueeze(step_idx, 1) + cols + 1, xp.unsqueeze(max_dec_len, 1))
+    stop_here = xp.logical_and(inside, xp.logical_or(is_eos, limit))
+    first = first_true(xp, stop_here, K1)
+    stopped = xp.lt(first, K1)
+    count = xp.where(stopped, first + 1, count)
+    at_stop = xp.eq(cols, xp.unsqueeze(first, 1))
+    replace = xp.logical_and(at_stop, xp.logical_not(is_eos))
+    tokens = xp.where(replace, xp.unsqueeze(eos_ids[:, 0], 1), tokens)
+    tokens = xp.where(xp.lt(cols, xp.unsqueeze(count, 1)), tokens, -1)
+    return tokens, count, stopped
+
+
+def _rows_of(xp, values, index):
+    """``values[index]`` for an int64 index tensor of any shape (first axis gather)."""
+    flat = xp.index_select(values, xp.reshape(index, (-1,)), 0)
+    return xp.reshape(flat, tuple(index.shape) + tuple(values.shape[1:]))
+
+
+@kernel
+def verify_drafts(
+    xp, buf, tokens, cand_ids, cand_len, num_slots: int, use_candidates: bool, accept_policy: str
+) -> None:
+    """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
+
+    ``tokens`` [rows]: the strategy's phase-2 token per output row (greedy,
+    sample or topp_sample). ``cand_ids`` / ``cand_len``: TOPP candidates (when
+    ``use_candidates``), else unused.
+    """
+    G = num_slots
+    K1 = int(buf.draft_tokens.shape[1])
+    rows = int(tokens.shape[0])
+    running = running_mask(xp, buf, G)
+    n = buf.seq_lens_this_time[:G]
+    cols = xp.reshape(xp.arange(K1), (1, K1))
+    row = xp.clip(xp.unsqueeze(buf.cu_seqlens_out[:G], 1) + cols, 0, rows - 1)  # [G, K1]
+    row_token = _rows_of(xp, tokens, row)
+
+    drafts = xp.concat([buf.draft_tokens[:G, 1:], xp.full((G, 1), -1, xp.int64)], 1)  # d_{i+1}
+    if use_candidates:
+        cands = _rows_of(xp, cand_ids, row)  # [G, K1, C]
+        C = int(cand_ids.shape[1])
+        in_len = xp.lt(xp.reshape(xp.arange(C), (1, 1, C)), xp.unsqueeze(_rows_of(xp, cand_len, row), 2))
+        match = xp.any(xp.logical_and(xp.eq(cands, xp.unsqueeze(drafts, 2)), in_len), -1)
+    else:
+        match = xp.eq(drafts, row_token)
+    if accept_policy == "accept_all":
+        match = xp.full((G, K1), True, xp.bool)
+    override = xp.unsqueeze(buf.accept_override[:G], 1)
+    decision = xp.where(xp.ge(override, 0), xp.lt(cols, override), match)
+
+    phase1 = xp.logical_and(xp.eq(buf.seq_lens_encoder[:G], 0), xp.ne(buf.reasoning_status[:G], 1))
+    if accept_policy == "reject_all":
+        phase1 = xp.full((G,), False, xp.bool)
+    has_draft = xp.lt(cols, xp.unsqueeze(n, 1) - 1)
+    accept = xp.logical_and(xp.logical_and(has_draft, xp.unsqueeze(phase1, 1)), decision)
+    accepted = first_true(xp, xp.logical_not(accept), K1)  # leading accepted drafts
+
+    bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
+    a2 = xp.unsqueeze(accepted, 1)
+    emitted = xp.where(xp.lt(cols, a2), drafts, xp.where(xp.eq(cols, a2), bonus, -1))
+    out, count, _ = eos_scan(
+        xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G]
+    )
+    xp.masked_assign_(buf.accept_tokens, slice(0, G), running, out)
+    xp.masked_assign_(buf.accept_num, slice(0, G), running, count)

@@ -1,0 +1,248 @@
+"""The array facade every engine kernel is written against.
+
+Kernels never call a framework directly: they receive an ``ArrayOps`` instance
+(``xp``) and use only the operations below, plus basic slicing to *read*
+(``x[:n]``, ``x[:, j]``) and ``+ - *`` between tensors or with small Python
+numbers, which torch and PaddlePaddle both support with the same meaning.
+Partial writes go through :meth:`assign_` / :meth:`masked_assign_`, never through a
+slice (a paddle slice need not be a view).
+
+Rules that keep the facade portable (PaddlePaddle traps included):
+
+* Constants that may exceed 2**53 or that feed bitwise ops are made with
+  :meth:`full` / :meth:`const_like` (a fill with an exact int64), never with
+  ``full_like`` and never mixed as a Python int into ``&`` / ``^``.
+* Bitwise ops take tensors on both sides.
+* Index ops take int64 index tensors; masks are bool tensors.
+* Integer matmuls go through :meth:`int_matmul` (float64 matmul, then round):
+  exact because every operand in this project is a small integer, and it works
+  where int64 matmul does not (CUDA).
+* No operation here caches tensors: a kernel may only touch its arguments and
+  what it creates itself (the emulated graph runner checks this).
+* :meth:`to_host` is the only device-to-host path and announces itself through
+  ``backends.graphs.kernels.host_sync`` (a capture refuses it).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Sequence
+
+import numpy as np
+
+Tensor = Any
+DType = Any
+
+
+class ArrayOps(abc.ABC):
+    """Abstract array facade. ``int64``, ``float64`` and ``bool`` are dtype handles."""
+
+    framework: str
+    device: str
+    int64: DType
+    float64: DType
+    bool: DType
+
+    # -- creation ------------------------------------------------------
+    @abc.abstractmethod
+    def zeros(self, shape: Sequence[int], dtype: DType) -> Tensor: ...
+
+    @abc.abstractmethod
+    def full(self, shape: Sequence[int], value: int | float | bool, dtype: DType) -> Tensor:
+        """A tensor filled with ``value`` exactly (int64 values up to 2**63 - 1)."""
+
+    @abc.abstractmethod
+    def arange(self, n: int, dtype: DType | None = None) -> Tensor: ...
+
+    @abc.abstractmethod
+    def from_numpy(self, array: np.ndarray) -> Tensor:
+        """Copy a host array to the device (int64, float64 or bool)."""
+
+    def const_like(self, x: Tensor, value: int | float | bool) -> Tensor:
+        """``full(x.shape, value, x.dtype)``: exact, unlike paddle's full_like for big ints."""
+        return self.full(tuple(x.shape), value, x.dtype)
+
+    def scalar(self, value: int | float | bool, dtype: DType) -> Tensor:
+        """A one-element tensor, for broadcasting exact constants."""
+        return self.full((1,), value, dtype)
+
+    # -- host transfer -------------------------------------------------
+    @abc.abstractmethod
+    def to_host(self, x: Tensor) -> np.ndarray:
+        """Device-to-host copy; calls ``kernels.host_sync`` first."""
+
+    # -- dtype and shape -----------------------------------------------
+    @abc.abstractmethod
+    def astype(self, x: Tensor, dtype: DType) -> Tensor: ...
+
+    @abc.abstractmethod
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor: ...
+
+    @abc.abstractmethod
+    def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor: ...
+
+    @abc.abstractmethod
+    def unsqueeze(self, x: Tensor, axis: int) -> Tensor: ...
+
+    @abc.abstractmethod
+    def broadcast_to(self, x: Tensor, shape: Sequence[int]) -> Tensor: ...
+
+    @abc.abstractmethod
+    def concat(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor: ...
+
+    @abc.abstractmethod
+    def stack(self, xs: Sequence[Tensor], axis: int = 0) -> Tensor: ...
+
+    # -- elementwise ---------------------------------------------------
+    @abc.abstractmethod
+    def floor_div(self, x: Tensor, d: int | Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def mod(self, x: Tensor, d: int | Tensor) -> Tensor:
+        """Floor modulo: result has the sign of ``d`` (Python / NumPy ``%``)."""
+
+    @abc.abstractmethod
+    def minimum(self, x: Tensor, y: Tensor | int) -> Tensor: ...
+
+    @abc.abstractmethod
+    def maximum(self, x: Tensor, y: Tensor | int) -> Tensor: ...
+
+    @abc.abstractmethod
+    def clip(self, x: Tensor, lo: int, hi: int) -> Tensor: ...
+
+    @abc.abstractmethod
+    def eq(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def ne(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def lt(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def le(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def gt(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def ge(self, x: Tensor, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def logical_and(self, x: Tensor, y: Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def logical_or(self, x: Tensor, y: Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def logical_not(self, x: Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def where(self, cond: Tensor, x: Tensor | int | float, y: Tensor | int | float) -> Tensor: ...
+
+    @abc.abstractmethod
+    def bitwise_xor(self, x: Tensor, y: Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def bitwise_and(self, x: Tensor, y: Tensor) -> Tensor: ...
+
+    @abc.abstractmethod
+    def shift_right_arithmetic(self, x: Tensor, bits: int) -> Tensor: ...
+
+    def shift_right_logical(self, x: Tensor, bits: int) -> Tensor:
+        """``x >>> bits`` on int64: an arithmetic shift, then a mask of the low 64-bits bits."""
+        if bits <= 0:
+            return x
+        mask = self.const_like(x, (1 << (64 - bits)) - 1)
+        return self.bitwise_and(self.shift_right_arithmetic(x, bits), mask)
+
+    @abc.abstractmethod
+    def exp(self, x: Tensor) -> Tensor: ...
+
+    # -- reductions and scans ------------------------------------------
+    @abc.abstractmethod
+    def sum(self, x: Tensor, axis: int, keepdims: bool = False) -> Tensor: ...
+
+    @abc.abstractmethod
+    def max(self, x: Tensor, axis: int, keepdims: bool = False) -> Tensor: ...
+
+    @abc.abstractmethod
+    def min(self, x: Tensor, axis: int, keepdims: bool = False) -> Tensor: ...
+
+    def any(self, x: Tensor, axis: int) -> Tensor:
+        return self.gt(self.sum(self.astype(x, self.int64), axis), 0)
+
+    @abc.abstractmethod
+    def cumsum(self, x: Tensor, axis: int) -> Tensor: ...
+
+    # -- ordering ------------------------------------------------------
+    @abc.abstractmethod
+    def sort(self, x: Tensor, axis: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
+        """(values, indices); stable keeps equal elements in index order."""
+
+    @abc.abstractmethod
+    def searchsorted(self, sorted_seq: Tensor, values: Tensor, right: bool = False) -> Tensor:
+        """1-D ``sorted_seq``; int64 insertion points of ``values``."""
+
+    # -- indexing ------------------------------------------------------
+    @abc.abstractmethod
+    def index_select(self, x: Tensor, index: Tensor, axis: int = 0) -> Tensor: ...
+
+    @abc.abstractmethod
+    def gather(self, x: Tensor, index: Tensor, axis: int) -> Tensor:
+        """``take_along_axis``: ``index`` has ``x``'s rank."""
+
+    @abc.abstractmethod
+    def index_put_(self, dst: Tensor, index: Tensor, values: Tensor) -> None:
+        """In place: ``dst[index] = values`` along axis 0 (rows)."""
+
+    @abc.abstractmethod
+    def put2d_(self, dst: Tensor, rows: Tensor, cols: Tensor, values: Tensor) -> None:
+        """In place: ``dst[rows[i], cols[i]] = values[i]`` for a 2-D ``dst``."""
+
+    @abc.abstractmethod
+    def copy_(self, dst: Tensor, src: Tensor) -> None:
+        """In place: ``dst[...] = src`` for a whole tensor of the same shape."""
+
+    @abc.abstractmethod
+    def assign_(self, dst: Tensor, key: Any, src: Tensor | int | float) -> None:
+        """In place: ``dst[key] = src``; ``key`` is a slice, an int or a tuple of them.
+
+        The one way kernels write part of a buffer: it never relies on a slice
+        being a view (torch's are, paddle's need not be).
+        """
+
+    def masked_assign_(self, dst: Tensor, key: Any, mask: Tensor, src: Tensor | int) -> None:
+        """In place: ``dst[key] = where(mask, src, dst[key])`` (mask broadcasts from the left)."""
+        old = dst[key]
+        while len(mask.shape) < len(old.shape):
+            mask = self.unsqueeze(mask, len(mask.shape))
+        self.assign_(dst, key, self.where(mask, src, old))
+
+    def take2d(self, x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+        """``x[rows, cols]`` elementwise for a contiguous 2-D ``x`` (flat index gather)."""
+        width = int(x.shape[1])
+        flat = self.reshape(x, (-1,))
+        return self.index_select(flat, rows * width + cols, 0)
+
+    # -- float64 math --------------------------------------------------
+    @abc.abstractmethod
+    def matmul(self, a: Tensor, b: Tensor) -> Tensor:
+        """float64 (batched) matmul."""
+
+    @abc.abstractmethod
+    def round_to_int(self, x: Tensor) -> Tensor:
+        """Round a float64 tensor to the nearest int64."""
+
+    def int_matmul(self, a: Tensor, b: Tensor) -> Tensor:
+        """Exact integer matmul for small integer operands: float64 matmul, then round."""
+        fa = a if a.dtype == self.float64 else self.astype(a, self.float64)
+        fb = b if b.dtype == self.float64 else self.astype(b, self.float64)
+        return self.round_to_int(self.matmul(fa, fb))
+
+    # -- bookkeeping -----------------------------------------------------
+    @abc.abstractmethod
+    def nbytes(self, x: Tensor) -> int: ...
+
+    @abc.abstractmethod
+    def synchronize(self) -> None: ...

@@ -1,0 +1,183 @@
+"""The torch implementation of the array facade (CPU or CUDA)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from backends.graphs.kernels import host_sync
+from backends.xp.base import ArrayOps, Tensor
+
+
+class TorchArrayOps(ArrayOps):
+    framework = "torch"
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self._device = torch.device(device)
+        self.int64 = torch.int64
+        self.float64 = torch.float64
+        self.bool = torch.bool
+
+    def __repr__(self) -> str:
+        return f"TorchArrayOps({self.device!r})"
+
+    # -- creation ------------------------------------------------------
+    def zeros(self, shape, dtype):
+        return torch.zeros(tuple(shape), dtype=dtype, device=self._device)
+
+    def full(self, shape, value, dtype):
+        return torch.full(tuple(shape), value, dtype=dtype, device=self._device)
+
+    def arange(self, n, dtype=None):
+        return torch.arange(n, dtype=dtype or torch.int64, device=self._device)
+
+    def from_numpy(self, array: np.ndarray) -> Tensor:
+        return torch.from_numpy(np.array(array, copy=True, order="C")).to(self._device)
+
+    # -- host transfer -------------------------------------------------
+    def to_host(self, x):
+        host_sync("to_host")
+        return x.detach().cpu().numpy().copy()
+
+    # -- dtype and shape -----------------------------------------------
+    def astype(self, x, dtype):
+        return x.to(dtype)
+
+    def reshape(self, x, shape):
+        return x.reshape(tuple(shape))
+
+    def transpose(self, x, perm):
+        return x.permute(*perm)
+
+    def unsqueeze(self, x, axis):
+        return x.unsqueeze(axis)
+
+    def broadcast_to(self, x, shape):
+        return x.expand(*shape)
+
+    def concat(self, xs, axis=0):
+        return torch.cat(list(xs), dim=axis)
+
+    def stack(self, xs, axis=0):
+        return torch.stack(list(xs), dim=axis)
+
+    # -- elementwise ---------------------------------------------------
+    def floor_div(self, x, d):
+        return torch.div(x, d, rounding_mode="floor")
+
+    def mod(self, x, d):
+        return torch.remainder(x, d)
+
+    def minimum(self, x, y):
+        if not isinstance(y, torch.Tensor):
+            return torch.clamp(x, max=y)
+        return torch.minimum(x, y)
+
+    def maximum(self, x, y):
+        if not isinstance(y, torch.Tensor):
+            return torch.clamp(x, min=y)
+        return torch.maximum(x, y)
+
+    def clip(self, x, lo, hi):
+        return torch.clamp(x, lo, hi)
+
+    def eq(self, x, y):
+        return torch.eq(x, y)
+
+    def ne(self, x, y):
+        return torch.ne(x, y)
+
+    def lt(self, x, y):
+        return torch.lt(x, y)
+
+    def le(self, x, y):
+        return torch.le(x, y)
+
+    def gt(self, x, y):
+        return torch.gt(x, y)
+
+    def ge(self, x, y):
+        return torch.ge(x, y)
+
+    def logical_and(self, x, y):
+        return torch.logical_and(x, y)
+
+    def logical_or(self, x, y):
+        return torch.logical_or(x, y)
+
+    def logical_not(self, x):
+        return torch.logical_not(x)
+
+    def where(self, cond, x, y):
+        return torch.where(cond, x, y)
+
+    def bitwise_xor(self, x, y):
+        return torch.bitwise_xor(x, y)
+
+    def bitwise_and(self, x, y):
+        return torch.bitwise_and(x, y)
+
+    def shift_right_arithmetic(self, x, bits):
+        return torch.bitwise_right_shift(x, bits)
+
+    def exp(self, x):
+        return torch.exp(x)
+
+    # -- reductions ------------------------------------------------------
+    def sum(self, x, axis, keepdims=False):
+        return torch.sum(x, dim=axis, keepdim=keepdims)
+
+    def max(self, x, axis, keepdims=False):
+        return torch.amax(x, dim=axis, keepdim=keepdims)
+
+    def min(self, x, axis, keepdims=False):
+        return torch.amin(x, dim=axis, keepdim=keepdims)
+
+    def any(self, x, axis):
+        return torch.any(x, dim=axis)
+
+    def cumsum(self, x, axis):
+        return torch.cumsum(x, dim=axis)
+
+    # -- ordering --------------------------------------------------------
+    def sort(self, x, axis=-1, descending=False, stable=True):
+        values, indices = torch.sort(x, dim=axis, descending=descending, stable=stable)
+        return values, indices
+
+    def searchsorted(self, sorted_seq, values, right=False):
+        return torch.searchsorted(sorted_seq.contiguous(), values.contiguous(), right=right)
+
+    # -- indexing --------------------------------------------------------
+    def index_select(self, x, index, axis=0):
+        return torch.index_select(x, axis, index)
+
+    def gather(self, x, index, axis):
+        return torch.gather(x, axis, index)
+
+    def index_put_(self, dst, index, values):
+        dst.index_put_((index,), values)
+
+    def put2d_(self, dst, rows, cols, values):
+        dst.index_put_((rows, cols), values)
+
+    def copy_(self, dst, src):
+        dst.copy_(src)
+
+    def assign_(self, dst, key, src):
+        dst[key] = src
+
+    # -- float64 math ----------------------------------------------------
+    def matmul(self, a, b):
+        return torch.matmul(a, b)
+
+    def round_to_int(self, x):
+        return torch.round(x).to(torch.int64)
+
+    # -- bookkeeping -----------------------------------------------------
+    def nbytes(self, x):
+        return x.numel() * x.element_size()
+
+    def synchronize(self):
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
