@@ -91,6 +91,7 @@ class StepInfo:
     padded_tokens: int  # tokens the target forward processed (bucket * (k+1) in a graph)
     graph_scope: str
     has_prefill: bool = False
+    slots: tuple[tuple[str, int], ...] = ()  # (request id, slot) of the requests that ran
 
 
 @dataclass
@@ -184,7 +185,8 @@ class Engine:
             self._run_graphs(bucket, R, real_tokens)
             padded = bucket * self.k1
         self.last_step_info = StepInfo(
-            t, bucket, bucket is not None, R, len(running), real_tokens, padded, cfg.graph_scope, has_prefill
+            t, bucket, bucket is not None, R, len(running), real_tokens, padded, cfg.graph_scope, has_prefill,
+            tuple((r.request_id, r.slot) for r in running),
         )
         return self._finish_step(t, running, R)
 

@@ -1,0 +1,197 @@
+"""Run one scenario on the reference, the eager engine and the graph engine in lockstep.
+
+Every step, the script's events go to all three decoders, each runs the step,
+and each yields a StepRecord. The records are diffed at once (eager vs graph
+bit for bit; both against the reference, honouring ambiguity), and the graph
+engine's replayed graphs are checked for stale or dead static inputs, for the
+right bucket and padding, and for memory growth. The run stops after the
+first step with a failing divergence: everything after it would only repeat
+the consequences.
+
+The harness talks to engines through the protocol the built-in engine
+implements (``submit``/``abort``/``step``, ``last_step_info``, ``graphs``,
+``buffer_tensors()``, ``memory_bytes()``); torch and paddle are imported only
+through ``backends``.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+from graphcheck.diff import DiffState, Divergence, diff_steps
+from graphcheck.driver import apply_events
+from graphcheck.records import Binding, CheckOutcome, StepRecord
+from graphcheck.scenario import Scenario, StepResult
+
+EngineFactory = Callable[..., Any]
+
+
+def _graph_label(kind: str, size: int) -> str:
+    return f"{kind}[{size}]"
+
+
+def bindings_of(engine: Any, bucket: int) -> tuple[Binding, ...]:
+    """The static inputs of the graphs of ``bucket``, against the engine's current buffers."""
+    current = engine.buffer_tensors()
+    graphs = engine.graphs[bucket]
+    found = []
+    for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
+        if graph is None:
+            continue
+        stale = {inp.tensor_id: ptr for inp, ptr in graph.stale_inputs(current)}
+        dead = {inp.tensor_id for inp in graph.dead_inputs()}
+        for inp in graph.static_inputs:
+            if inp.name is None:
+                continue
+            ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
+            found.append(
+                Binding(_graph_label(kind, bucket), inp.name, inp.data_ptr, ptr, inp.tensor_id not in dead, inp.shape, inp.dtype)
+            )
+    return tuple(found)
+
+
+def expected_bucket(scenario: Scenario, real_bsz: int, has_prefill: bool) -> int | None:
+    """The capture size a step must replay: the smallest >= R on decode-only steps."""
+    if has_prefill:
+        return None
+    fits = [s for s in scenario.config.capture_sizes if s >= real_bsz]
+    return min(fits) if fits else None
+
+
+class Lockstep:
+    """Reference, eager engine and graph engine of one scenario, stepped together."""
+
+    def __init__(self, scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None):
+        from backends.engine import Engine
+        from reference import ReferenceDecoder, make_weights
+
+        factory = engine_factory or Engine
+        self.scenario = scenario
+        weights = make_weights(scenario.config)
+        self.reference = ReferenceDecoder(scenario.config, weights)
+        self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults))
+        self.eager = self.graph = None
+        self._states = {"reference vs eager": DiffState(), "reference vs graph": DiffState()}
+        self._memory_baseline: int | None = None
+        self._replays = 0
+        try:
+            self.eager = factory(scenario.config, weights, device=backend, use_graphs=False, faults=faults)
+            self.graph = factory(scenario.config, weights, device=backend, use_graphs=True, faults=faults)
+        except Exception as exc:  # a capture that fails is itself the finding
+            self._fail("capture", 0, "engine construction", exc)
+            return
+        self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
+        self._check_capacity()
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> CheckOutcome:
+        started = time.perf_counter()
+        if self.graph is not None:
+            for t in range(self.scenario.num_steps):
+                if not self.step(t):
+                    break
+        self.outcome.elapsed_s = time.perf_counter() - started
+        return self.outcome
+
+    def step(self, t: int) -> bool:
+        """Run step ``t`` on all three; False once a failing divergence was found."""
+        results: dict[str, StepResult] = {}
+        for source, decoder in (("reference", self.reference), ("eager", self.eager), ("graph", self.graph)):
+            try:
+                apply_events(decoder, self.scenario, t)
+                results[source] = decoder.step(t, self.scenario.accept_overrides_at(t))
+            except Exception as exc:
+                self._fail("crash", t, source, exc)
+                return False
+        self.outcome.steps_run = t + 1
+        records = {s: self._record(s, t, r) for s, r in results.items()}
+        for source, record in records.items():
+            self.outcome.records[source].append(record)
+        found = self._diff(records)
+        self.outcome.divergences.extend(found)
+        return not any(not d.ambiguous for d in found)
+
+    # ------------------------------------------------------------------ records
+    def _record(self, source: str, t: int, result: StepResult) -> StepRecord:
+        if source == "reference":
+            return StepRecord(source, t, result)
+        engine = self.eager if source == "eager" else self.graph
+        info = engine.last_step_info
+        slots = info.slots
+        bindings = bindings_of(engine, info.bucket) if info.used_graph else ()
+        return StepRecord(
+            source, t, result, slots, info.bucket, info.used_graph, info.real_bsz, info.num_running,
+            info.real_tokens, info.padded_tokens, bindings, engine.memory_bytes(),
+        )
+
+    # ------------------------------------------------------------------ checks
+    def _diff(self, records: dict[str, StepRecord]) -> list[Divergence]:
+        ref, eager, graph = (records[s].result for s in ("reference", "eager", "graph"))
+        slots = records["graph"].slot_of()
+        found = diff_steps(eager, graph, "eager vs graph", slots=slots)
+        for pair, actual in (("reference vs eager", eager), ("reference vs graph", graph)):
+            found += diff_steps(ref, actual, pair, state=self._states[pair], slots=slots)
+        g = records["graph"]
+        found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)
+        return found
+
+    def _address(self, rec: StepRecord) -> list[Divergence]:
+        return [
+            Divergence(
+                "address", rec.step, b.name, "graph capture vs replay", hex(b.captured_ptr),
+                hex(b.current_ptr) if b.current_ptr is not None else None,
+                detail=f"{b.graph}: " + ("captured storage was freed" if not b.alive else "buffer rebound after capture; the graph reads the old storage"),
+            )
+            for b in rec.bindings
+            if b.stale
+        ]
+
+    def _shape(self, rec: StepRecord, eager: StepRecord) -> list[Divergence]:
+        has_prefill = self.graph.last_step_info.has_prefill
+        want = expected_bucket(self.scenario, rec.real_bsz, has_prefill)
+        found = []
+        if rec.bucket != want:
+            found.append(Divergence("shape", rec.step, "bucket", "policy vs graph engine", want, rec.bucket,
+                                    detail=f"R={rec.real_bsz}, prefill={has_prefill}"))
+        if rec.used_graph:
+            padded = rec.bucket * self.scenario.config.tokens_per_request
+            if rec.padded_tokens != padded:
+                found.append(Divergence("shape", rec.step, "padded_tokens", "policy vs graph engine", padded, rec.padded_tokens))
+        if rec.real_tokens != eager.real_tokens:
+            found.append(Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens))
+        return found
+
+    def _memory(self, rec: StepRecord) -> list[Divergence]:
+        """Memory must stay flat across replays once every graph has replayed once."""
+        if not rec.used_graph:
+            return []
+        self._replays += 1
+        if self._replays <= 1 or self._memory_baseline is None:
+            self._memory_baseline = rec.memory_bytes
+            return []
+        if rec.memory_bytes > self._memory_baseline:
+            return [Divergence("memory", rec.step, "memory_bytes", "replay vs first replay", self._memory_baseline,
+                               rec.memory_bytes, detail=f"+{rec.memory_bytes - self._memory_baseline} bytes since the first replay")]
+        return []
+
+    def _check_capacity(self) -> None:
+        cfg = self.scenario.config
+        have = self.graph.sizes.slots
+        if have < cfg.max_padded_reqs:
+            self.outcome.divergences.append(
+                Divergence("shape", 0, "buffer capacity (slots)", "max(max_num_seqs, largest bucket) + 1 vs buffers",
+                           cfg.max_padded_reqs, have)
+            )
+
+    def _fail(self, kind: str, t: int, where: str, exc: BaseException) -> None:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.outcome.divergences.append(
+            Divergence(kind, t, where, "engine", None, f"{type(exc).__name__}: {exc}", detail=text)
+        )
+
+
+def check_scenario(scenario: Scenario, backend: Any, *, faults: Sequence[str] = ()) -> CheckOutcome:
+    """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device)."""
+    return Lockstep(scenario, backend, faults=faults).run()

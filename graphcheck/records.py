@@ -1,0 +1,86 @@
+"""What a lockstep run observes: per-step records and the run's outcome.
+
+A StepRecord is what one decoder (reference, eager engine or graph engine)
+reports after one step: its StepResult plus the engine-side context the diff
+needs (bucket, padded counts, the graph's static-input bindings, memory). A
+CheckOutcome is one scenario's whole lockstep run: the records of every
+source and the divergences found. Reports and the console render these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graphcheck.diff import Divergence, failing
+from graphcheck.scenario import Scenario, StepResult
+
+SOURCES = ("reference", "eager", "graph")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A graph static input at replay time: where the graph reads vs where the engine's buffer is."""
+
+    graph: str  # e.g. "target/4" (graph kind / bucket)
+    name: str  # the engine's buffer name
+    captured_ptr: int
+    current_ptr: int | None  # None: the engine no longer has a buffer of that name
+    alive: bool  # the captured storage still exists
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+
+    @property
+    def stale(self) -> bool:
+        return self.current_ptr != self.captured_ptr or not self.alive
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One source's view of one step."""
+
+    source: str  # one of SOURCES
+    step: int
+    result: StepResult
+    slots: tuple[tuple[str, int], ...] = ()  # (request id, slot) of requests that ran
+    bucket: int | None = None  # the capture size replayed, None when the step ran eagerly
+    used_graph: bool = False
+    real_bsz: int = 0  # slot high-water mark R
+    num_running: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    bindings: tuple[Binding, ...] = ()
+    memory_bytes: int = 0
+
+    def slot_of(self) -> dict[str, int]:
+        return dict(self.slots)
+
+
+@dataclass
+class CheckOutcome:
+    """The lockstep run of one scenario."""
+
+    scenario: Scenario
+    backend: str
+    runner: str  # the graph runner that produced the graph records ("emulated", "cuda", ...)
+    records: dict[str, list[StepRecord]] = field(default_factory=lambda: {s: [] for s in SOURCES})
+    divergences: list[Divergence] = field(default_factory=list)
+    steps_run: int = 0
+    elapsed_s: float = 0.0
+    faults: tuple[str, ...] = ()
+
+    @property
+    def failures(self) -> list[Divergence]:
+        return failing(self.divergences)
+
+    @property
+    def ambiguous(self) -> list[Divergence]:
+        return [d for d in self.divergences if d.ambiguous]
+
+    @property
+    def first(self) -> Divergence | None:
+        fails = self.failures
+        return fails[0] if fails else None
+
+    @property
+    def clean(self) -> bool:
+        return not self.failures
