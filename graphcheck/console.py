@@ -1,54 +1,74 @@
-"""Console rendering with rich: decoded scenarios and summaries."""
+"""Console rendering with rich: summaries, doctor and fault tables."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from graphcheck.scenario import Scenario, StepResult
-
-
-@dataclass(frozen=True)
-class RequestSummary:
-    """What one request did over a decoded scenario."""
-
-    request_id: str
-    steps: int
-    tokens: tuple[int, ...]
-    mean_accept: float
-    stopped: bool
-    final_seed: int
-
-
-def summarize(results: Sequence[StepResult]) -> list[RequestSummary]:
-    by_request: dict[str, list] = {}
-    for result in results:
-        for req in result.requests:
-            by_request.setdefault(req.request_id, []).append(req)
-    summaries = []
-    for rid in sorted(by_request):
-        steps = by_request[rid]
-        tokens = tuple(tok for s in steps for tok in s.accept_tokens)
-        decode_steps = steps[1:]  # the first step is the prefill
-        mean = sum(s.accept_num for s in decode_steps) / len(decode_steps) if decode_steps else 1.0
-        summaries.append(
-            RequestSummary(rid, len(steps), tokens, mean, steps[-1].stopped, steps[-1].infer_seed)
-        )
-    return summaries
-
-
-def decode_table(title: str, scenario: Scenario, results: Sequence[StepResult]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("request", "steps", "generated tokens", "mean accept", "stopped", "infer_seed"):
-        table.add_column(column)
-    for s in summarize(results):
-        shown = " ".join(map(str, s.tokens[:24])) + (" …" if len(s.tokens) > 24 else "")
-        table.add_row(s.request_id, str(s.steps), shown, f"{s.mean_accept:.2f}", "yes" if s.stopped else "no", str(s.final_seed))
-    return table
+from graphcheck.fuzz import FuzzResult
+from graphcheck.records import CheckOutcome
 
 
 def make_console(quiet: bool = False) -> Console:
-    return Console(highlight=False, quiet=quiet, soft_wrap=False)
+    """A console; when not a terminal (CI logs, pipes) tables get 160 columns instead of 80."""
+    probe = Console()
+    width = None if probe.is_terminal else 160
+    return Console(highlight=False, quiet=quiet, soft_wrap=False, width=width)
+
+
+def outcome_line(outcome: CheckOutcome) -> str:
+    name = outcome.scenario.name or "scenario"
+    if outcome.clean:
+        extra = f", {len(outcome.ambiguous)} ambiguous" if outcome.ambiguous else ""
+        return f"[green]clean[/] {name}: {outcome.steps_run} steps on {outcome.backend}/{outcome.runner}{extra}"
+    return f"[red]divergence[/] {name}: {outcome.first.headline()}"
+
+
+def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]) -> Table:
+    table = Table(title="graphcheck summary", title_justify="left")
+    for column in ("check", "examples", "steps", "verdict", "first divergence"):
+        table.add_column(column, overflow="fold")
+    for outcome in outcomes:
+        if outcome.scenario.name.endswith("/shrunk"):
+            continue
+        table.add_row(outcome.scenario.name, "1", str(outcome.steps_run), _verdict(outcome), _first(outcome))
+    for result in fuzzed:
+        verdict = _verdict(result.outcome) if result.outcome else "[green]clean[/]"
+        first = _first(result.outcome) if result.outcome else ""
+        table.add_row(f"suite {result.suite}", str(result.examples), str(result.steps), verdict, first)
+    return table
+
+
+def _verdict(outcome: CheckOutcome) -> str:
+    return "[green]clean[/]" if outcome.clean else "[red]divergence[/]"
+
+
+def _first(outcome: CheckOutcome) -> str:
+    first = outcome.first
+    if first is None:
+        return ""
+    scenario = outcome.scenario
+    return f"{first.headline()} [dim](scenario: {len(scenario.requests)} requests, {scenario.num_steps} steps)[/]"
+
+
+def doctor_table(statuses: Sequence[Any]) -> Table:
+    table = Table(title="graphcheck doctor", title_justify="left")
+    for column in ("backend", "framework", "version", "device", "graph runner", "--emulate uses", "usable", "note"):
+        table.add_column(column, overflow="fold")
+    for s in statuses:
+        table.add_row(
+            s.name, s.framework, s.framework_version or "not installed", "yes" if s.device_present else "no",
+            s.runner, s.emulate, "[green]yes[/]" if s.usable else "[red]no[/]", s.note,
+        )
+    return table
+
+
+def faults_table(faults: Mapping[str, Any]) -> Table:
+    table = Table(title="injectable faults (--inject NAME)", title_justify="left")
+    for column in ("name", "class", "what it breaks", "signal"):
+        table.add_column(column, overflow="fold")
+    for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
+        table.add_row(name, str(getattr(fault, "bug_class", "")), getattr(fault, "summary", str(fault)), getattr(fault, "signal", ""))
+    return table

@@ -81,7 +81,75 @@ def _fit(scenario: Scenario) -> Scenario:
     return validate(dataclasses.replace(scenario, requests=requests, accepts=accepts))
 
 
-BUILTIN: dict[str, Callable[..., Scenario]] = {"demo": demo_scenario}
+def shrinking_batch(verify_strategy: str = "target_match", graph_scope: str = "step", num_steps: int = 10) -> Scenario:
+    """Three requests decode in bucket 4; at step 5 the middle one is aborted.
+
+    k = 3 and S = 3, so every decode step feeds 4 tokens per request, and the
+    prompts are 4 tokens long: the prefill batch (12 tokens) is no larger than
+    the decode batches that follow, and nothing is padded until step 5. There
+    the batch shrinks from 3 to 2 requests (12 to 8 tokens) while R stays 3 and
+    the bucket stays 4: token rows 8..11 are padding again, and what an earlier,
+    larger batch left in them belongs to r2, still running (its rows moved down
+    to 4..7). Padding rows that are not reset (stale-padding-rows) write into
+    r2's KV cache at step 5, so r2's tokens go wrong at once.
+    """
+    config = EngineConfig(
+        max_num_seqs=3,
+        num_speculative_tokens=3,
+        num_model_steps=3,
+        capture_sizes=(2, 4),
+        vocab_size=64,
+        hidden_size=16,
+        max_model_len=96,
+        verify_strategy=verify_strategy,
+        graph_scope=graph_scope,
+        model_seed=77,
+    )
+    requests = (
+        RequestSpec("r0", 0, (11, 4, 29, 50), max_dec_len=60, eos_token_ids=(63,),
+                    temperature=0.8, top_p=0.9, seed=101),
+        RequestSpec("r1", 0, (7, 7, 23, 2), max_dec_len=60, eos_token_ids=(63,),
+                    temperature=1.2, top_k=10, seed=202, abort_step=5),
+        RequestSpec("r2", 0, (40, 18, 3, 9), max_dec_len=60, eos_token_ids=(63,),
+                    temperature=0.5, top_p=0.7, seed=303),
+    )
+    return _fit(Scenario(config, requests, (), num_steps, f"shrinking-batch-{graph_scope}"))
+
+
+def late_joiner(graph_scope: str = "step", num_steps: int = 8) -> Scenario:
+    """Greedy; r0 runs alone in slot 0 from step 0, r1 joins (slot 1) at step 3.
+
+    Step 0 is r0's prefill (eager), step 1 the first replay (bucket 1), step 3
+    r1's prefill (eager), step 4 the first replay in bucket 2. While r0 runs
+    alone, output offsets that a graph reads from a stale buffer (all rows
+    padding) still give slot 0 the right rows and greedy ignores the per-row
+    seeds, so a rebinding shows only as an address divergence at step 1; once
+    r1 runs, its rows are misread (scope forward_sampling): tokens diverge.
+    """
+    config = EngineConfig(
+        max_num_seqs=2,
+        num_speculative_tokens=2,
+        num_model_steps=2,
+        capture_sizes=(1, 2),
+        vocab_size=64,
+        hidden_size=16,
+        max_model_len=64,
+        verify_strategy="greedy",
+        graph_scope=graph_scope,
+        model_seed=5,
+    )
+    requests = (
+        RequestSpec("r0", 0, (9, 33, 12), max_dec_len=40, eos_token_ids=(63,), seed=1),
+        RequestSpec("r1", 3, (21, 4, 4, 60, 17), max_dec_len=40, eos_token_ids=(63,), seed=2),
+    )
+    return _fit(Scenario(config, requests, (), num_steps, f"late-joiner-{graph_scope}"))
+
+
+BUILTIN: dict[str, Callable[..., Scenario]] = {
+    "demo": demo_scenario,
+    "shrinking_batch": shrinking_batch,
+    "late_joiner": late_joiner,
+}
 
 
 def builtin(name: str) -> Scenario:
@@ -92,4 +160,4 @@ def builtin(name: str) -> Scenario:
         raise KeyError(f"no built-in scenario {name!r}; known: {', '.join(sorted(BUILTIN))}") from None
 
 
-__all__ = ["BUILTIN", "builtin", "demo_scenario"]
+__all__ = ["BUILTIN", "builtin", "demo_scenario", "late_joiner", "shrinking_batch"]

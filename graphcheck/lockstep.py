@@ -54,7 +54,7 @@ def bindings_of(engine: Any, bucket: int) -> tuple[Binding, ...]:
 
 def expected_bucket(scenario: Scenario, real_bsz: int, has_prefill: bool) -> int | None:
     """The capture size a step must replay: the smallest >= R on decode-only steps."""
-    if has_prefill:
+    if has_prefill or real_bsz == 0:
         return None
     fits = [s for s in scenario.config.capture_sizes if s >= real_bsz]
     return min(fits) if fits else None

@@ -1,114 +1,342 @@
 """Hypothesis strategies for scenarios: small, composable building blocks.
 
-``engine_configs()`` draws an EngineConfig, ``request_specs(config, num_steps)``
-one request of its script, ``accept_overrides(...)`` the forced accept counts,
-and ``scenarios()`` puts them together. Every value drawn is valid by
-construction (``graphcheck.scenario.validate`` accepts it), and every strategy
-shrinks towards the smallest, most boring choice: one request, few steps,
-greedy verification, no overrides.
+Building blocks, bottom up:
+
+* ``capture_size_sets()``, ``engine_configs(...)``: engine configurations;
+  every knob of ``engine_configs`` takes a fixed value or a strategy.
+* ``seeds(...)``, ``sampling_params(...)``, ``prompts(...)``,
+  ``max_dec_lens(...)``, ``reasoning_changes(...)``: the fields of a request.
+* ``request_specs(config, num_steps, request_id, ...)``: one request.
+* ``request_scripts(config, num_steps, ...)``: the whole request script, with
+  arrivals clustered in bursts and lifetimes mixed, so batches grow and shrink
+  across bucket boundaries, slots get holes and steps mix prefill and decode.
+* ``accept_overrides(config, requests, num_steps, ...)``: forced accept counts
+  (the engine's draft-override hook), single steps and runs of steps.
+* ``scenarios(...)``: all of it; the focused ``*_scenarios()`` below are
+  ``scenarios`` with knobs turned towards one bug family (see suites/).
+
+Every value drawn is valid by construction (``scenarios`` re-validates with
+``graphcheck.scenario.validate``), and every strategy shrinks towards the
+smallest, most boring choice: one request arriving at step 0, few steps,
+greedy verification, no overrides, aborts or reasoning changes, the default
+engine sizes (``EngineConfig()``).
 """
 
 from __future__ import annotations
 
+from typing import Any, Sequence, TypeVar, Union
+
 from hypothesis import strategies as st
 
 from graphcheck.scenario import (
-    GRAPH_SCOPES,
+    MAX_CANDIDATE_LEN,
+    MAX_EOS_IDS,
     SEED_MODULUS,
+    TEMPERATURE_RANGE,
     VERIFY_STRATEGIES,
     AcceptOverride,
     EngineConfig,
     ReasoningChange,
     RequestSpec,
     Scenario,
+    validate,
 )
 
+T = TypeVar("T")
+Knob = Union[T, st.SearchStrategy[T], None]
 
-@st.composite
-def capture_size_sets(draw: st.DrawFn, max_size: int = 8) -> tuple[int, ...]:
-    """Distinct request-batch capture sizes, possibly empty (no graphs)."""
-    sizes = draw(st.sets(st.integers(1, max_size), max_size=4))
-    return tuple(sorted(sizes))
+DEFAULT = EngineConfig()
+#: Capture-size sets tried first; the default comes first so shrinking ends there.
+PRESET_CAPTURE_SIZES: tuple[tuple[int, ...], ...] = (
+    DEFAULT.capture_sizes, (1, 2, 4, 8), (1,), (2, 4), (4,), (2, 4, 8), (1, 8), (1, 3, 6), (1, 2, 3, 4), (3, 6),
+)
+#: graph scopes, the default ("step") first
+SCOPES = ("step", "forward", "forward_sampling")
+LIFETIMES = ("mixed", "long", "short")
+
+
+def _knob(value: Knob[T], default: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """A knob is None (use ``default``), a fixed value, or a strategy."""
+    if value is None:
+        return default
+    if isinstance(value, st.SearchStrategy):
+        return value
+    return st.just(value)
+
+
+def toward(default: int, lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Integers in [lo, hi] that shrink towards ``default`` (clamped), then upwards from lo."""
+    first = min(max(default, lo), hi)
+    return st.sampled_from([first] + [v for v in range(lo, hi + 1) if v != first])
+
+
+# ---------------------------------------------------------------------------
+# Engine configurations
+# ---------------------------------------------------------------------------
+
+def capture_size_sets(
+    max_size: int = 8, *, max_entries: int = 4, allow_empty: bool = True
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Distinct capture sizes in any order: presets first (the default set), else arbitrary sets.
+
+    Empty (no graphs: every step runs eagerly) only when ``allow_empty``.
+    """
+    presets = [p for p in PRESET_CAPTURE_SIZES if max(p) <= max_size and len(p) <= max_entries]
+    drawn = st.sets(st.integers(1, max_size), min_size=0 if allow_empty else 1, max_size=max_entries)
+    sizes = st.one_of(st.sampled_from(presets), drawn.map(lambda s: tuple(sorted(s))))
+    # The engine must sort the sizes itself; shrinking restores ascending order.
+    return sizes.flatmap(lambda s: st.permutations(s).map(tuple))
 
 
 @st.composite
 def engine_configs(
     draw: st.DrawFn,
     *,
-    max_num_seqs: int = 6,
-    vocab_size: int = 64,
-    hidden_size: int = 16,
-    max_model_len: int = 96,
+    max_num_seqs: Knob[int] = None,
+    capture_sizes: Knob[tuple[int, ...]] = None,
+    k: Knob[int] = None,
+    num_model_steps: Knob[int] = None,
+    verify_strategy: Knob[str] = None,
+    accept_policy: Knob[str] = None,
+    naive_mode: Knob[bool] = None,
+    graph_scope: Knob[str] = None,
+    block_size: Knob[int] = None,
+    max_candidate_len: Knob[int] = None,
+    vocab_size: int = DEFAULT.vocab_size,
+    hidden_size: int = DEFAULT.hidden_size,
+    max_model_len: int = DEFAULT.max_model_len,
+    model_seed: Knob[int] = None,
+    max_seqs_cap: int = 6,
 ) -> EngineConfig:
-    k = draw(st.integers(1, 4))
+    """An EngineConfig; each knob is a fixed value, a strategy, or None for the default spread.
+
+    By default max_num_seqs is often below the largest capture size (buffers
+    must still hold the largest padded batch), and ``num_model_steps`` (S) is
+    drawn up to whatever k was drawn. ``num_model_steps`` may be a strategy,
+    a fixed value (clamped to k) or None.
+    """
+    sizes = draw(_knob(capture_sizes, capture_size_sets()))
+    largest = max(sizes, default=0)
+    seqs_default = toward(DEFAULT.max_num_seqs, 1, max_seqs_cap)
+    if largest > 1:
+        seqs_default = st.one_of(seqs_default, st.integers(1, largest - 1))
+    k_value = draw(_knob(k, st.integers(1, 4)))
+    steps = num_model_steps if isinstance(num_model_steps, st.SearchStrategy) or num_model_steps is None else min(num_model_steps, k_value)
     return EngineConfig(
-        max_num_seqs=draw(st.integers(1, max_num_seqs)),
-        num_speculative_tokens=k,
-        num_model_steps=draw(st.integers(1, k)),
-        capture_sizes=draw(capture_size_sets()),
+        max_num_seqs=draw(_knob(max_num_seqs, seqs_default)),
+        num_speculative_tokens=k_value,
+        num_model_steps=min(k_value, draw(_knob(steps, st.integers(1, k_value)))),
+        capture_sizes=sizes,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
-        block_size=draw(st.sampled_from((4, 8, 16))),
+        block_size=draw(_knob(block_size, st.sampled_from((DEFAULT.block_size, 4, 16, 2)))),
         max_model_len=max_model_len,
-        verify_strategy=draw(st.sampled_from(VERIFY_STRATEGIES)),
-        accept_policy=draw(st.sampled_from(("normal", "normal", "accept_all", "reject_all"))),
-        max_candidate_len=draw(st.integers(1, 6)),
-        naive_mode=draw(st.booleans()),
-        graph_scope=draw(st.sampled_from(GRAPH_SCOPES)),
-        model_seed=draw(st.integers(0, 2**16)),
+        verify_strategy=draw(_knob(verify_strategy, st.sampled_from(VERIFY_STRATEGIES))),
+        accept_policy=draw(_knob(accept_policy, st.sampled_from(("normal", "normal", "accept_all", "reject_all")))),
+        max_candidate_len=draw(
+            _knob(max_candidate_len, toward(DEFAULT.max_candidate_len, 1, min(MAX_CANDIDATE_LEN, vocab_size - 1)))
+        ),
+        naive_mode=draw(_knob(naive_mode, st.sampled_from((False, False, False, True)))),
+        graph_scope=draw(_knob(graph_scope, st.sampled_from(SCOPES))),
+        model_seed=draw(_knob(model_seed, st.integers(0, 2**16))),
     )
 
 
-def seeds() -> st.SearchStrategy[int]:
-    """Request seeds, with extra weight near the modulus so wrapping gets exercised."""
+# ---------------------------------------------------------------------------
+# Request fields
+# ---------------------------------------------------------------------------
+
+def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchStrategy[int]:
+    """Request seeds: small ones, ones that wrap around SEED_MODULUS within the run, any.
+
+    With a config, the near-modulus branch is sized by its seed increment so
+    ``infer_seed`` wraps during the first ``num_steps`` steps.
+    """
+    span = (config.seed_increment if config is not None else 24) * max(1, num_steps)
     return st.one_of(
         st.integers(0, 1000),
-        st.integers(SEED_MODULUS - 400, SEED_MODULUS - 1),
+        st.integers(1, min(span, SEED_MODULUS)).map(lambda d: SEED_MODULUS - d),
         st.integers(0, SEED_MODULUS - 1),
     )
 
 
-@st.composite
-def request_specs(draw: st.DrawFn, config: EngineConfig, num_steps: int, request_id: str) -> RequestSpec:
-    room = config.max_model_len - config.tokens_per_request
-    prompt_len = draw(st.integers(1, min(12, room - 1)))
+#: (temperature, top_p, top_k) drawn together; shrinks to the defaults (1.0, 1.0, 0).
+SamplingParams = tuple[float, float, int]
+
+
+def sampling_params(config: EngineConfig, *, spread: str = "mixed") -> st.SearchStrategy[SamplingParams]:
+    """Sampling parameters. ``spread``: "mixed" (typical and extreme values, any float),
+    "random" (high entropy: a wrong random number shows as a wrong token), or "default"."""
+    lo_t, hi_t = TEMPERATURE_RANGE
+    if spread == "default":
+        return st.just((1.0, 1.0, 0))
+    if spread == "random":
+        temperature = st.sampled_from((2.0, hi_t, 5.0, 1.0))
+        top_p = st.sampled_from((1.0, 0.99, 0.95))
+        top_k = st.sampled_from((0, config.vocab_size, 32))
+    else:
+        temperature = st.one_of(st.sampled_from((1.0, 0.5, 0.8, 1.5, 2.0, lo_t, hi_t)), st.floats(lo_t, hi_t))
+        top_p = st.one_of(st.sampled_from((1.0, 0.9, 0.7, 0.5, 0.3)), st.floats(0.01, 1.0))
+        top_k = st.one_of(st.sampled_from((0, 1, 5, 20)), st.integers(0, config.vocab_size))
+    return st.tuples(temperature, top_p, top_k)
+
+
+def room(config: EngineConfig) -> int:
+    """Prompt plus generated tokens a request may hold (scenario validation)."""
+    return config.max_model_len - config.tokens_per_request
+
+
+def prompts(config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> st.SearchStrategy[tuple[int, ...]]:
+    """Prompts: usually short; sometimes long enough to cross KV blocks and the position table (32)."""
+    cap = room(config) - 1
+    lengths = st.one_of(st.integers(1, min(max_len, cap)), st.integers(1, min(long_len, cap)))
     token = st.integers(0, config.vocab_size - 1)
-    arrival = draw(st.integers(0, num_steps - 1))
-    abort = draw(st.none() | st.integers(arrival + 1, num_steps))
-    reasoning = draw(
-        st.lists(st.builds(ReasoningChange, st.integers(0, num_steps), st.integers(0, 3)), max_size=2)
-    )
+    return lengths.flatmap(lambda n: st.lists(token, min_size=n, max_size=n).map(tuple))
+
+
+def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed") -> st.SearchStrategy[int]:
+    """max_dec_len for a request with ``remaining`` steps left in the run.
+
+    "short": ends within a few steps; "long": can outlive the run; "mixed": any
+    of these or close to the remaining step count, so it finishes mid-run.
+    """
+    cap = max(1, room(config) - prompt_len)
+    short = st.integers(1, min(cap, 4))
+    near = st.integers(1, min(cap, max(1, remaining)))
+    long = st.integers(min(cap, remaining * config.tokens_per_request), cap)
+    if lifetime == "short":
+        return short
+    if lifetime == "long":
+        return long
+    return st.one_of(near, short, long)
+
+
+def reasoning_changes(num_steps: int, arrival: int = 0, *, max_size: int = 2) -> st.SearchStrategy[tuple[ReasoningChange, ...]]:
+    """reasoning_status changes from the arrival on; status 1 (reject every draft) is weighted."""
+    change = st.builds(ReasoningChange, st.integers(arrival, num_steps), st.sampled_from((1, 0, 1, 2, 3)))
+    return st.lists(change, max_size=max_size).map(tuple)
+
+
+def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
+    token = st.integers(0, config.vocab_size - 1)
+    return st.lists(token, min_size=1, max_size=min(max_size, MAX_EOS_IDS), unique=True).map(tuple)
+
+
+# ---------------------------------------------------------------------------
+# Requests and scripts
+# ---------------------------------------------------------------------------
+
+@st.composite
+def request_specs(
+    draw: st.DrawFn,
+    config: EngineConfig,
+    num_steps: int,
+    request_id: str,
+    *,
+    arrival: Knob[int] = None,
+    lifetime: str = "mixed",
+    aborts: bool = True,
+    reasoning: bool = True,
+    seed: st.SearchStrategy[int] | None = None,
+    sampling: st.SearchStrategy[SamplingParams] | None = None,
+    max_prompt_len: int = 12,
+    max_eos: int = 2,
+) -> RequestSpec:
+    """One request of the script; events (abort, reasoning) fall after its arrival."""
+    when = draw(_knob(arrival, st.integers(0, num_steps - 1)))
+    prompt = draw(prompts(config, max_len=max_prompt_len))
+    temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
+    abort = None
+    if aborts and when + 1 <= num_steps:
+        abort = draw(st.one_of(st.none(), st.none(), st.integers(when + 1, num_steps)))
     return RequestSpec(
         request_id=request_id,
-        arrival_step=arrival,
-        prompt=tuple(draw(st.lists(token, min_size=prompt_len, max_size=prompt_len))),
-        max_dec_len=draw(st.integers(1, min(24, room - prompt_len))),
-        eos_token_ids=tuple(draw(st.lists(token, min_size=1, max_size=2, unique=True))),
-        temperature=draw(st.sampled_from((1.0, 0.5, 0.8, 1.5, 2.0))),
-        top_p=draw(st.sampled_from((1.0, 0.9, 0.7, 0.3))),
-        top_k=draw(st.sampled_from((0, 0, 1, 5, 20))),
-        seed=draw(seeds()),
-        reasoning=tuple(reasoning),
+        arrival_step=when,
+        prompt=prompt,
+        max_dec_len=draw(max_dec_lens(config, num_steps - when, len(prompt), lifetime)),
+        eos_token_ids=draw(eos_ids(config, max_size=max_eos)),
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=draw(seed if seed is not None else seeds(config, num_steps)),
+        reasoning=draw(reasoning_changes(num_steps, when)) if reasoning else (),
         abort_step=abort,
     )
 
 
 @st.composite
-def accept_overrides(
-    draw: st.DrawFn, config: EngineConfig, request_ids: list[str], num_steps: int
-) -> tuple[AcceptOverride, ...]:
-    if not request_ids:
-        return ()
-    keys = draw(
-        st.lists(
-            st.tuples(st.integers(0, num_steps - 1), st.sampled_from(request_ids)),
-            max_size=6,
-            unique=True,
-        )
-    )
+def arrival_steps(draw: st.DrawFn, num_steps: int, count: int, *, max_bursts: int = 3) -> list[int]:
+    """Arrival steps of ``count`` requests, mostly in a few bursts (several requests
+    joining one step, while earlier ones decode), sometimes anywhere. Shrinks to all at 0."""
+    bursts = sorted(draw(st.lists(st.integers(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)))
+    anywhere = st.integers(0, num_steps - 1)
+    return [draw(st.one_of(st.sampled_from(bursts), anywhere)) for _ in range(count)]
+
+
+@st.composite
+def request_scripts(
+    draw: st.DrawFn,
+    config: EngineConfig,
+    num_steps: int,
+    *,
+    min_requests: int = 1,
+    max_requests: int = 5,
+    lifetimes: Sequence[str] = LIFETIMES,
+    max_bursts: int = 3,
+    **request_kw: Any,
+) -> tuple[RequestSpec, ...]:
+    """The request script: ids r0, r1, ... in submission order.
+
+    Requests submitted together take the lowest free slots in script order,
+    so mixing lifetimes across a burst leaves holes (a low slot frees while a
+    higher one runs) or shrinks the slot high-water mark R (a high slot frees
+    first), and later bursts grow it again: padded rows then exist where a
+    larger batch ran before.
+    """
+    count = draw(st.integers(min_requests, max_requests))
+    arrivals = draw(arrival_steps(num_steps, count, max_bursts=max_bursts))
     return tuple(
-        AcceptOverride(step, rid, draw(st.integers(0, config.num_speculative_tokens))) for step, rid in sorted(keys)
+        draw(
+            request_specs(
+                config, num_steps, f"r{i}", arrival=when, lifetime=draw(st.sampled_from(tuple(lifetimes))), **request_kw
+            )
+        )
+        for i, when in enumerate(arrivals)
     )
+
+
+@st.composite
+def accept_overrides(
+    draw: st.DrawFn,
+    config: EngineConfig,
+    requests: Sequence[RequestSpec | str],
+    num_steps: int,
+    *,
+    max_overrides: int = 6,
+    max_run: int = 4,
+) -> tuple[AcceptOverride, ...]:
+    """Forced accept counts through the draft-override hook.
+
+    Each entry is a run of 1..``max_run`` consecutive steps of one request
+    starting after its arrival (overrides on its prefill step or after it
+    ended are legal no-ops); counts favour the extremes 0 and k, so the real
+    token count jumps between steps. At most one override per (step, request).
+    """
+    specs = [r if isinstance(r, RequestSpec) else None for r in requests]
+    ids = [r.request_id if isinstance(r, RequestSpec) else r for r in requests]
+    if not ids or max_overrides <= 0:
+        return ()
+    k = config.num_speculative_tokens
+    count = st.one_of(st.sampled_from((0, k)), st.integers(0, k))
+    found: dict[tuple[int, str], int] = {}
+    for _ in range(draw(st.integers(0, max_overrides))):
+        index = draw(st.integers(0, len(ids) - 1))
+        first = specs[index].arrival_step + 1 if specs[index] is not None else 0
+        first = min(first, num_steps - 1)
+        start = draw(st.integers(first, num_steps - 1))
+        for step in range(start, min(num_steps, start + draw(st.integers(1, max_run)))):
+            found.setdefault((step, ids[index]), draw(count))
+    return tuple(AcceptOverride(step, rid, n) for (step, rid), n in sorted(found.items()))
 
 
 @st.composite
@@ -116,12 +344,122 @@ def scenarios(
     draw: st.DrawFn,
     *,
     configs: st.SearchStrategy[EngineConfig] | None = None,
+    min_requests: int = 1,
     max_requests: int = 5,
+    min_steps: int = 1,
     max_steps: int = 16,
+    max_overrides: int = 6,
+    name: str = "",
+    **script_kw: Any,
 ) -> Scenario:
+    """A whole scenario. ``script_kw`` goes to ``request_scripts`` (and on to ``request_specs``)."""
     config = draw(configs if configs is not None else engine_configs())
-    num_steps = draw(st.integers(1, max_steps))
-    count = draw(st.integers(1, max_requests))
-    requests = tuple(draw(request_specs(config, num_steps, f"r{i}")) for i in range(count))
-    accepts = draw(accept_overrides(config, [r.request_id for r in requests], num_steps))
-    return Scenario(config=config, requests=requests, accepts=accepts, num_steps=num_steps)
+    num_steps = draw(st.integers(min_steps, max_steps))
+    requests = draw(request_scripts(config, num_steps, min_requests=min_requests, max_requests=max_requests, **script_kw))
+    accepts = draw(accept_overrides(config, requests, num_steps, max_overrides=max_overrides))
+    return validate(Scenario(config=config, requests=requests, accepts=accepts, num_steps=num_steps, name=name))
+
+
+# ---------------------------------------------------------------------------
+# Focused scenarios: ``scenarios`` with the knobs turned towards one bug family
+# ---------------------------------------------------------------------------
+
+def address_scenarios() -> st.SearchStrategy[Scenario]:
+    """Graphs always captured, requests that live long enough for replays of several buckets
+    (static inputs rebound, freed or baked in show on the first replay)."""
+    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
+    return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=12, lifetimes=("long", "mixed"),
+                     max_overrides=3, name="addresses")
+
+
+def padding_scenarios() -> st.SearchStrategy[Scenario]:
+    """Batches that shrink and grow across sparse buckets: padded rows after a larger batch,
+    holes in slots, real token counts varied by accept overrides."""
+    sparse = st.sampled_from(((2, 4), (4,), (2, 4, 8), (1, 4), (1, 8), (3, 6), (1, 2, 4, 8)))
+    sizes = st.one_of(sparse, capture_size_sets(allow_empty=False)).flatmap(lambda s: st.permutations(s).map(tuple))
+    configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(2, 8))
+    return scenarios(configs=configs, min_requests=2, max_requests=6, min_steps=3, max_steps=16,
+                     lifetimes=("mixed", "short", "long"), max_overrides=8, name="padding")
+
+
+def accept_scenarios() -> st.SearchStrategy[Scenario]:
+    """Speculative mode with many forced accept counts, every verify strategy and policy,
+    reasoning_status 1 excursions, eos and max_dec_len inside accepted drafts, S up to k."""
+    configs = engine_configs(k=st.integers(1, 4), naive_mode=False,
+                             num_model_steps=st.sampled_from((1, 2, 3, 4)))
+    return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=14, max_overrides=12,
+                     lifetimes=("mixed", "short"), max_eos=6, name="accept")
+
+
+def seed_scenarios() -> st.SearchStrategy[Scenario]:
+    """Stochastic sampling (target_match, topp, NAIVE) at high entropy with seeds that wrap
+    around SEED_MODULUS within the run; several requests so swapped random streams show."""
+    configs = engine_configs(
+        verify_strategy=st.sampled_from(("target_match", "topp", "greedy")),
+        naive_mode=st.sampled_from((False, True)),
+        accept_policy="normal",
+    )
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Scenario:
+        config = draw(configs)
+        return draw(scenarios(configs=st.just(config), max_requests=4, min_steps=2, max_steps=14,
+                              lifetimes=("long", "mixed"), aborts=False, reasoning=False,
+                              seed=seeds(config, 14), sampling=sampling_params(config, spread="random"),
+                              max_overrides=2, name="seeds"))
+
+    return build()
+
+
+def capacity_scenarios() -> st.SearchStrategy[Scenario]:
+    """max_num_seqs below the largest bucket (up to 16), queues longer than the slots,
+    buckets missing 1 or any size >= R (eager fallback), and no graphs at all."""
+    sizes = st.one_of(
+        st.sampled_from(((8,), (2, 16), (1, 2, 4, 8, 16), (4, 8), (16,), (3,), ())),
+        capture_size_sets(max_size=16),
+    ).flatmap(lambda s: st.permutations(s).map(tuple))
+    configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(1, 4))
+    return scenarios(configs=configs, min_requests=1, max_requests=7, min_steps=2, max_steps=14,
+                     lifetimes=("short", "mixed", "long"), max_overrides=3, name="capacity")
+
+
+def memory_scenarios() -> st.SearchStrategy[Scenario]:
+    """Long decode-only stretches of replays (memory must stay flat after the first replay)."""
+    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
+    return scenarios(configs=configs, max_requests=3, min_steps=3, max_steps=20, max_bursts=1,
+                     lifetimes=("long",), aborts=False, max_overrides=2, name="memory")
+
+
+def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
+    """Arrivals, aborts, exits on eos and max_dec_len, queueing and reasoning changes at any step."""
+    configs = engine_configs(max_num_seqs=st.integers(1, 4))
+    return scenarios(configs=configs, min_requests=2, max_requests=7, min_steps=3, max_steps=16,
+                     lifetimes=("short", "mixed", "long"), max_bursts=4, max_eos=4, max_overrides=4,
+                     name="lifecycle")
+
+
+__all__ = [
+    "PRESET_CAPTURE_SIZES",
+    "accept_overrides",
+    "accept_scenarios",
+    "address_scenarios",
+    "arrival_steps",
+    "capacity_scenarios",
+    "capture_size_sets",
+    "engine_configs",
+    "eos_ids",
+    "lifecycle_scenarios",
+    "max_dec_lens",
+    "memory_scenarios",
+    "padding_scenarios",
+    "prompts",
+    "reasoning_changes",
+    "request_scripts",
+    "request_specs",
+    "room",
+    "sampling_params",
+    "scenarios",
+    "seed_scenarios",
+    "seeds",
+    "toward",
+]

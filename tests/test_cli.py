@@ -1,37 +1,51 @@
-"""The command line: exit codes and one-line errors, never tracebacks."""
+"""The command line: exit codes, reports on disk, one-line errors, never tracebacks."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from graphcheck import exitcodes
 from graphcheck.cli import main
 from graphcheck.examples import demo_scenario
+from graphcheck.scenario import Scenario
 
 
-def test_run_builtin_demo_exits_clean(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--mode", "greedy", "--steps", "6"]) == exitcodes.CLEAN
+def _run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def test_run_small_is_clean_and_writes_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--suite", "padding", "--examples", "2", "--steps", "8", "--report-dir", str(tmp_path), "--quiet",
+                 "--junit", str(tmp_path / "j.xml")])
     out = capsys.readouterr().out
-    assert "demo/greedy" in out
+    assert code == exitcodes.CLEAN, out
+    assert "CLEAN" in out and "builtin/demo-greedy" in out
+    (run_dir,) = _run_dirs(tmp_path)
+    for name in ("index.html", "divergences.json", "scenario.json", "junit.xml"):
+        assert (run_dir / name).is_file(), name
+    assert not (run_dir / "pending-scenario.json").exists()
+    assert (tmp_path / "j.xml").is_file()
+    assert json.loads((run_dir / "divergences.json").read_text())
 
 
-def test_run_scenario_file(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_of_a_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.json"
-    path.write_text(demo_scenario(num_steps=5).to_json())
-    assert main(["run", "--scenario", str(path)]) == exitcodes.CLEAN
-    assert str(path) in capsys.readouterr().out
+    path.write_text(demo_scenario(num_steps=6).to_json())
+    assert main(["replay", str(path), "--report-dir", str(tmp_path / "r")]) == exitcodes.CLEAN
+    assert "clean" in capsys.readouterr().out
 
 
-def test_malformed_scenario_is_one_line_exit_2(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.json"
     data = json.loads(demo_scenario(num_steps=5).to_json())
     data["requests"][0]["top_p"] = 3
     path.write_text(json.dumps(data))
-    assert main(["run", "--scenario", str(path)]) == exitcodes.USAGE
+    assert main(["replay", str(path), "--report-dir", str(tmp_path)]) == exitcodes.USAGE
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert "requests[0].top_p" in err and "Traceback" not in err
@@ -40,24 +54,47 @@ def test_malformed_scenario_is_one_line_exit_2(tmp_path, capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["run", "--mode", "fast"], "invalid choice"),
+        (["run", "--profile", "fast"], "invalid choice"),
         (["run", "--steps", "0"], "--steps"),
+        (["run", "--examples", "0"], "--examples"),
         (["run", "--backend", "tpu"], "unknown backend"),
+        (["run", "--suite", "nope"], "unknown suite"),
+        (["run", "--inject", "nope"], "unknown fault"),
+        (["replay", "/nonexistent/s.json"], "cannot read"),
         (["explode"], "invalid choice"),
         ([], "required"),
     ],
 )
-def test_usage_errors_exit_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(argv) == exitcodes.USAGE
+def test_usage_errors_exit_2(argv: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--report-dir", str(tmp_path)] if argv and argv[0] in ("run", "replay") else argv) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir()), "no report folder for a rejected command line"
 
 
-def test_console_script_entry_point_runs() -> None:
+def test_missing_device_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    assert main(["run", "--backend", "cuda", "--report-dir", str(tmp_path)]) == exitcodes.BACKEND_UNAVAILABLE
+    err = capsys.readouterr().err
+    assert "--emulate" in err and "Traceback" not in err
+
+
+def test_doctor_and_faults_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == exitcodes.CLEAN
+    out = capsys.readouterr().out
+    assert "cpu" in out and "cuda" in out and "xpu" in out
+    assert main(["faults"]) == exitcodes.CLEAN
+    assert "rebind-output-offsets" in capsys.readouterr().out
+
+
+def test_console_script_runs_as_a_module(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "graphcheck.cli", "run", "--mode", "naive", "--steps", "4", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "graphcheck.cli", "run", "--suite", "seeds", "--examples", "1", "--steps", "4",
+         "--report-dir", str(tmp_path), "--seed", "3"],
+        capture_output=True, text=True, timeout=300,
     )
-    assert proc.returncode == exitcodes.CLEAN, proc.stderr
+    assert proc.returncode == exitcodes.CLEAN, proc.stdout + proc.stderr
+    (run_dir,) = _run_dirs(tmp_path)
+    assert Scenario.from_json((run_dir / "scenario.json").read_text())

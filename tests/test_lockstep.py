@@ -35,6 +35,7 @@ def test_expected_bucket_policy() -> None:
     assert expected_bucket(scenario, 3, False) == 4
     assert expected_bucket(scenario, 5, False) is None
     assert expected_bucket(scenario, 1, True) is None
+    assert expected_bucket(scenario, 0, False) is None  # an idle step replays nothing
 
 
 def test_engine_crash_is_a_crash_divergence(cpu) -> None:

@@ -46,7 +46,14 @@ import numpy as np
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
 
 from backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
-from backends.engine.faults import check_faults
+from backends.engine.faults import (
+    CLONE_HELD_PER_STEP,
+    NAIVE_SEED_FROZEN,
+    REBIND_OUTPUT_OFFSETS,
+    STALE_PADDING_ROWS,
+    check_faults,
+    fault_on,
+)
 from backends.engine.forward import draft_forward, target_forward
 from backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
 from backends.engine.sampling import RowParams, build_sampling_params, sample_tokens, topp_candidates
@@ -68,6 +75,7 @@ from backends.engine.transfer import (
     admit_slots,
     collect_step_outputs,
     overwrite,
+    snapshot,
     release_slots,
     write_block_entries,
     write_slot_values,
@@ -75,6 +83,7 @@ from backends.engine.transfer import (
 from backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
 from backends.engine.verify import verify_drafts
 from backends.engine.weights import EngineWeights
+from backends.graphs.base import iter_tensors
 from backends.xp import make_ops
 
 
@@ -149,6 +158,9 @@ class Engine:
         self.capture_order: list[int] = []  # capture sizes in the order they were captured
         self.last_step_info: StepInfo | None = None
         self._override_host = np.full(self.sizes.slots, -1, dtype=np.int64)
+        # Per-step device snapshots the engine keeps; stays empty unless the
+        # clone-held-per-step fault is on (memory_bytes counts it like any held tensor).
+        self.kept_inputs: list[Any] = []
         if self.runner is not None:
             self._capture_graphs()
 
@@ -214,7 +226,21 @@ class Engine:
         return self._tensor_bytes() + held
 
     def _tensor_bytes(self) -> int:
-        return sum(self.xp.nbytes(t) for t in self.buffer_tensors().values())
+        """Bytes of every tensor the engine holds: all tensors reachable from its attributes.
+
+        Walks the engine's state containers (dataclasses, lists, tuples, dicts:
+        buffers, weights, kept_inputs, ...), each tensor object counted once.
+        Graphs are opaque here: what they hold is the runner's to count.
+        """
+        tensor_type = type(self.buffers.ids)
+        seen: dict[int, Any] = {}
+        for t in iter_tensors(list(vars(self).values()), lambda o: isinstance(o, tensor_type)):
+            seen.setdefault(id(t), t)
+        return sum(self.xp.nbytes(t) for t in seen.values())
+
+    def _fault(self, name: str) -> bool:
+        """Whether the injected fault ``name`` (a ``backends.engine.faults`` constant) is on."""
+        return fault_on(self.faults, name)
 
     # ------------------------------------------------------------------ host-side planning
     def _admit_on_device(self, admitted: list[Request], t: int) -> None:
@@ -316,7 +342,9 @@ class Engine:
     # ------------------------------------------------------------------ the step pipeline
     def _sample_and_verify(self, num_slots: int, num_rows: int, logits: Any) -> None:
         xp, buf, cfg = self.xp, self.buffers, self.config
-        params = RowParams(*build_sampling_params(xp, buf, num_slots, num_rows, cfg.seed_increment))
+        # naive-seed-frozen: the NAIVE path lost the seed advance (it moved into the MTP-only op).
+        advance = not (cfg.naive_mode and self._fault(NAIVE_SEED_FROZEN))
+        params = RowParams(*build_sampling_params(xp, buf, num_slots, num_rows, cfg.seed_increment, advance))
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, logits, params, cfg.max_candidate_len)
         else:
@@ -347,9 +375,21 @@ class Engine:
                 draft_update(xp, buf, last_hidden, proposals, G, s)
         draft_postprocess(xp, buf, G, S)
 
+    def _pack_target_eager(self, num_slots: int, num_tokens: int) -> None:
+        """The pre-process that runs outside any graph: eager steps, and before a replay in
+        scopes forward / forward_sampling (refreshing the graph's inputs in place)."""
+        buf = self.buffers
+        fresh = pack_target_inputs(
+            self.xp, buf, num_slots, num_tokens, self.config.block_size,
+            fresh_output_offsets=self._fault(REBIND_OUTPUT_OFFSETS),
+            stale_padding=self._fault(STALE_PADDING_ROWS),
+        )
+        if fresh is not None:  # rebind-output-offsets: assigned, not copy_'d (FastDeploy #7864)
+            buf.cu_seqlens_out, buf.batch_ids_out = fresh
+
     def _run_eager(self, R: int, tokens: int, rows: int) -> None:
         xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
-        pack_target_inputs(xp, buf, R, tokens, cfg.block_size)
+        self._pack_target_eager(R, tokens)
         hidden, logits = target_forward(xp, w, buf, tokens, rows, cfg.block_size)
         self._sample_and_verify(R, rows, logits)
         update_model_status(xp, buf, R, cfg.naive_mode)
@@ -359,10 +399,12 @@ class Engine:
     def _run_graphs(self, G: int, R: int, real_tokens: int) -> None:
         xp, buf, cfg = self.xp, self.buffers, self.config
         graphs = self.graphs[G]
+        if self._fault(CLONE_HELD_PER_STEP):  # a per-step clone the engine keeps (FastDeploy #8061)
+            self.kept_inputs.append(snapshot(xp, buf.seq_lens_this_time))
         if cfg.graph_scope == "step":
             graphs.target.replay()
             return
-        pack_target_inputs(xp, buf, G, G * self.k1, cfg.block_size)  # refresh the graph's inputs in place
+        self._pack_target_eager(G, G * self.k1)  # refresh the graph's inputs in place
         graphs.target.replay()
         if cfg.graph_scope == "forward":
             hidden, logits = graphs.target.outputs
@@ -408,7 +450,7 @@ class Engine:
         xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
         T = G * self.k1
         if cfg.graph_scope == "step":
-            pack_target_inputs(xp, buf, G, T, cfg.block_size)
+            pack_target_inputs(xp, buf, G, T, cfg.block_size, stale_padding=self._fault(STALE_PADDING_ROWS))
             hidden, logits = target_forward(xp, w, buf, T, T, cfg.block_size)
             self._sample_and_verify(G, T, logits)
             update_model_status(xp, buf, G, cfg.naive_mode)

@@ -1,16 +1,90 @@
 """Injectable faults: named bugs that reproduce real graph-capture bug classes.
 
-Empty for now. A later change adds entries here, each a switch on one of the
-engine's real code paths (never a separate fake engine); the engine accepts a
-set of names from this registry at construction.
+A fault is a switch on one of the engine's real code paths, never a separate
+fake engine: the engine receives a set of names at construction
+(``Engine(..., faults=[...])``, ``graphcheck run --inject NAME``) and the code
+path that the bug lived on asks ``fault_on(engine.faults, NAME)`` through the
+constants below. With no fault on, every switch takes the correct branch.
+
+Each :class:`Fault` names its bug class (the number in ``spec/bug-classes.md``),
+the real case it mirrors and the divergence graphcheck must report first.
+``FAULTS`` is the registry ``graphcheck faults`` lists.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import AbstractSet, Iterable
 
-#: name -> one-line description of the bug it reproduces.
-FAULTS: dict[str, str] = {}
+#: Bug classes are numbered 1..NUM_BUG_CLASSES in spec/bug-classes.md.
+NUM_BUG_CLASSES = 17
+
+# Fault names: the code paths test these constants, never string literals.
+REBIND_OUTPUT_OFFSETS = "rebind-output-offsets"
+STALE_PADDING_ROWS = "stale-padding-rows"
+NAIVE_SEED_FROZEN = "naive-seed-frozen"
+CLONE_HELD_PER_STEP = "clone-held-per-step"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injectable bug.
+
+    ``summary``: what the switch breaks and where in the engine;
+    ``mirrors``: the shipped bug it reproduces (project #issue/PR);
+    ``signal``: the first divergence graphcheck reports (kind and tensor).
+    """
+
+    name: str
+    bug_class: int
+    summary: str
+    mirrors: str
+    signal: str
+
+
+_CATALOG = (
+    Fault(
+        REBIND_OUTPUT_OFFSETS,
+        1,
+        "eager pre-process (pack_target_inputs outside a graph: eager steps, and before each replay in "
+        "scopes forward / forward_sampling) computes cu_seqlens_out and batch_ids_out into fresh tensors "
+        "and REBINDS the buffer fields to them instead of copying into the captured storage",
+        "FastDeploy #7864 / #8061: cu_seqlens_q_output and batch_id_per_token_output assigned, not copy_'d",
+        "address (cu_seqlens_out) at the first replay after an eager step; then token where the graph "
+        "reads the stale offsets (forward_sampling: sampling / verify of any slot but 0)",
+    ),
+    Fault(
+        STALE_PADDING_ROWS,
+        3,
+        "pack_target_inputs refreshes only the rows of the real tokens: padding rows between the real "
+        "token count and the bucket's capacity keep the batch ids, KV slot mapping and output rows an "
+        "earlier, larger batch wrote (only token ids and positions are reset), so padded rows write KV "
+        "into real requests' cache rows",
+        "sglang #10892 / #22958 / #25529, vllm-ascend #15461: padded rows of a replayed batch not reset "
+        "(the fix fills slot_mapping[real:padded] with the dummy slot)",
+        "token / value (eager vs graph) at the first replay with fewer real tokens than an earlier pack",
+    ),
+    Fault(
+        NAIVE_SEED_FROZEN,
+        8,
+        "build_sampling_params skips the in-place infer_seed advance in NAIVE mode (eager and graph "
+        "paths alike): every step reuses the same random numbers",
+        "FastDeploy #8061 review: the seed increment moved into the MTP op and the NAIVE path lost it",
+        "seed (infer_seed) against the reference at the first NAIVE step a request runs",
+    ),
+    Fault(
+        CLONE_HELD_PER_STEP,
+        14,
+        "every graph step clones seq_lens_this_time before the replay and the engine keeps each clone "
+        "(engine.kept_inputs), so live memory grows by one buffer per replay",
+        "FastDeploy #8061 (per-step clone of last_seq_lens_this_time kept alive); llama.cpp #25835 "
+        "(+7.96 MiB per request)",
+        "memory (memory_bytes) at the second graph replay",
+    ),
+)
+
+#: name -> Fault, the registry ``graphcheck faults`` lists.
+FAULTS: dict[str, Fault] = {f.name: f for f in _CATALOG}
 
 
 class UnknownFault(ValueError):
@@ -25,3 +99,10 @@ def check_faults(names: Iterable[str]) -> frozenset[str]:
         known = ", ".join(sorted(FAULTS)) or "none yet"
         raise UnknownFault(f"unknown fault(s) {', '.join(unknown)}; known: {known}")
     return chosen
+
+
+def fault_on(faults: AbstractSet[str], name: str) -> bool:
+    """Whether the registered fault ``name`` is switched on in ``faults``."""
+    if name not in FAULTS:  # a typo in engine code must not silently disable a switch
+        raise UnknownFault(f"engine code asked for unregistered fault {name!r}")
+    return name in faults

@@ -41,15 +41,30 @@ def slot_mapping(xp, block_tables, slot, position, valid, block_size):
 
 
 @kernel
-def pack_target_inputs(xp, buf, num_slots: int, num_tokens: int, block_size: int) -> None:
+def pack_target_inputs(
+    xp, buf, num_slots: int, num_tokens: int, block_size: int,
+    *, fresh_output_offsets: bool = False, stale_padding: bool = False,
+):
     """Pack the target's input tokens of slots [0, G) into the first T token rows.
 
     Prefill slots (``seq_lens_encoder > 0``) take their prompt from
     ``token_ids_all`` and emit one output row (the last prompt token); decode
     slots take ``draft_tokens[b, :n]`` (last committed token, then the drafts)
     and emit one output row per token. Positions start at ``seq_lens_decoder``.
+
+    Fault switches (``backends.engine.faults``), both off in a correct engine:
+    ``stale_padding`` (stale-padding-rows) leaves the batch ids, slot mapping and
+    output rows of padding rows as an earlier batch wrote them;
+    ``fresh_output_offsets`` (rebind-output-offsets) returns ``cu_seqlens_out``
+    and ``batch_ids_out`` as fresh tensors for the caller to rebind instead of
+    writing them in place. Returns None otherwise.
     """
     G, T = num_slots, num_tokens
+
+    def padded(old, value, valid, fill):
+        # Padding rows get the inert ``fill``; the stale-padding-rows fault keeps ``old[:T]``.
+        return xp.where(valid, value, old[:T] if stale_padding else fill)
+
     n = buf.seq_lens_this_time[:G]
     enc = buf.seq_lens_encoder[:G]
     dec = buf.seq_lens_decoder[:G]
@@ -63,10 +78,11 @@ def pack_target_inputs(xp, buf, num_slots: int, num_tokens: int, block_size: int
     decode_tok = xp.take2d(buf.draft_tokens, slot, xp.clip(local, 0, k1 - 1))
     token = xp.where(prefill, prompt_tok, decode_tok)
 
+    mapping = slot_mapping(xp, buf.block_tables, slot, position, valid, block_size)
     xp.assign_(buf.ids, slice(0, T), xp.where(valid, token, PAD_TOKEN))
     xp.assign_(buf.positions, slice(0, T), xp.where(valid, position, 0))
-    xp.assign_(buf.batch_ids, slice(0, T), xp.where(valid, slot, -1))
-    xp.assign_(buf.slot_mapping, slice(0, T), slot_mapping(xp, buf.block_tables, slot, position, valid, block_size))
+    xp.assign_(buf.batch_ids, slice(0, T), padded(buf.batch_ids, slot, valid, -1))
+    xp.assign_(buf.slot_mapping, slice(0, T), padded(buf.slot_mapping, mapping, valid, SINK_BLOCK * block_size))
     xp.assign_(buf.cu_seqlens_q, slice(0, G + 1), cu)
 
     # Output rows: one per decode token, one per prefill (its last prompt token).
@@ -76,9 +92,17 @@ def pack_target_inputs(xp, buf, num_slots: int, num_tokens: int, block_size: int
     first = xp.index_select(cu, row_slot, 0)
     last = first + xp.index_select(n, row_slot, 0) - 1
     source = xp.where(row_prefill, last, first + row_local)
+    row_owner = padded(buf.batch_ids_out, row_slot, row_valid, -1)
+    xp.assign_(buf.out_token_index, slice(0, T), padded(buf.out_token_index, source, row_valid, 0))
+    if fresh_output_offsets:  # fault rebind-output-offsets: new tensors, not the buffers
+        cu_fresh = xp.zeros(tuple(buf.cu_seqlens_out.shape), xp.int64)
+        owner_fresh = xp.full(tuple(buf.batch_ids_out.shape), -1, xp.int64)
+        xp.assign_(cu_fresh, slice(0, G + 1), cu_out)
+        xp.assign_(owner_fresh, slice(0, T), row_owner)
+        return cu_fresh, owner_fresh
     xp.assign_(buf.cu_seqlens_out, slice(0, G + 1), cu_out)
-    xp.assign_(buf.batch_ids_out, slice(0, T), xp.where(row_valid, row_slot, -1))
-    xp.assign_(buf.out_token_index, slice(0, T), xp.where(row_valid, source, 0))
+    xp.assign_(buf.batch_ids_out, slice(0, T), row_owner)
+    return None
 
 
 @kernel

@@ -33,8 +33,11 @@ def running_mask(xp, buf, num_slots):
 
 
 @kernel
-def build_sampling_params(xp, buf, num_slots: int, num_rows: int, increment: int):
-    """Expand per-slot sampling params to rows; advance ``infer_seed`` in place."""
+def build_sampling_params(xp, buf, num_slots: int, num_rows: int, increment: int, advance_seed: bool = True):
+    """Expand per-slot sampling params to rows; advance ``infer_seed`` in place.
+
+    ``advance_seed`` is False only under the naive-seed-frozen fault.
+    """
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
@@ -46,7 +49,8 @@ def build_sampling_params(xp, buf, num_slots: int, num_rows: int, increment: int
     top_k = xp.where(valid, xp.index_select(buf.top_k, slot, 0), 0)
     temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
 
-    xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
+    if advance_seed:
+        xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
     return seed, top_p, top_k, temperature
 
 

@@ -96,6 +96,14 @@ def collect_step_outputs(xp, buf, num_slots: int):
 
 
 @kernel
+def snapshot(xp, src):
+    """A new tensor holding a copy of ``src``."""
+    out = xp.zeros(tuple(src.shape), src.dtype)
+    xp.copy_(out, src)
+    return out
+
+
+@kernel
 def overwrite(xp, dst, src) -> None:
     """``dst[...] = src`` in place (a whole-buffer host -> device refresh)."""
     xp.copy_(dst, src)

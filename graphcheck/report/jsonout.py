@@ -1,0 +1,85 @@
+"""divergences.json (every divergence of every outcome) and scenario.json (the replayable scenario)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from graphcheck.diff import Divergence
+from graphcheck.records import CheckOutcome
+from graphcheck.report.model import RunInfo
+from graphcheck.scenario import Scenario
+
+FORMAT_VERSION = 1
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made of JSON types only: tuples -> lists, numpy scalars -> Python, NaN -> "nan"."""
+    if value is None:
+        return None
+    for plain in (bool, int, str):  # subclasses such as IntEnum as the plain type
+        if isinstance(value, plain):
+            return plain(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else repr(float(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(v) for v in value), key=repr)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "tolist"):  # numpy arrays and numpy scalars
+        return jsonable(value.tolist())
+    return repr(value)
+
+
+def divergence_dict(div: Divergence) -> dict[str, Any]:
+    """Every Divergence field, JSON-safe, plus its one-line headline."""
+    data = {f.name: jsonable(getattr(div, f.name)) for f in dataclasses.fields(div)}
+    data["headline"] = div.headline()
+    return data
+
+
+def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
+    first = outcome.first
+    return {
+        "scenario": outcome.scenario.name,
+        "backend": outcome.backend,
+        "runner": outcome.runner,
+        "clean": outcome.clean,
+        "steps_run": outcome.steps_run,
+        "elapsed_s": jsonable(outcome.elapsed_s),
+        "faults": list(outcome.faults),
+        "first": divergence_dict(first) if first else None,
+        "failures": [divergence_dict(d) for d in outcome.failures],
+        "ambiguous": [divergence_dict(d) for d in outcome.ambiguous],
+    }
+
+
+def divergences_document(outcomes: Sequence[CheckOutcome], run_info: RunInfo) -> dict[str, Any]:
+    clean = all(o.clean for o in outcomes)
+    return {
+        "format": FORMAT_VERSION,
+        "run": jsonable(run_info),
+        "verdict": "clean" if clean else "divergence",
+        "outcomes": [outcome_dict(o) for o in outcomes],
+    }
+
+
+def write_divergences(outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo) -> Path:
+    text = json.dumps(divergences_document(outcomes, run_info), indent=2, allow_nan=False)
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def write_scenario(scenario: Scenario, path: Path) -> Path:
+    """Exactly ``Scenario.to_json()``, so ``Scenario.from_json`` loads it back."""
+    path.write_text(scenario.to_json(), encoding="utf-8")
+    return path

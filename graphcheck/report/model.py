@@ -1,0 +1,76 @@
+"""What a report needs besides the outcomes: the run's identity, and where the files went."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+from graphcheck.records import CheckOutcome
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One ``graphcheck run``: who ran what, where, and how long it took."""
+
+    run_id: str
+    backend: str  # "cpu", "cuda", "npu", "xpu"
+    runner: str  # the graph runner: "emulated", "cuda", ...
+    emulate: bool = False
+    seed: int | None = None
+    profile: str = ""
+    started_at: str = ""  # ISO 8601
+    elapsed_s: float = 0.0
+    version: str = ""
+    faults: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """The files ``write_report`` wrote."""
+
+    index_html: Path
+    divergences_json: Path
+    scenario_json: Path
+    junit_xml: Path
+
+
+def graphcheck_version() -> str:
+    """The installed graphcheck version, or "unknown" in a bare checkout."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    try:
+        return version("graphcheck")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, filesystem-safe run id such as ``20260509-073525``."""
+    now = now or datetime.now(timezone.utc)
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+def default_replay_command(run_info: RunInfo) -> Callable[[Path], str]:
+    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``."""
+
+    def command(scenario_path: Path) -> str:
+        parts = ["graphcheck", "replay", str(scenario_path), "--backend", run_info.backend]
+        if run_info.emulate:
+            parts.append("--emulate")
+        for fault in run_info.faults:
+            parts += ["--inject", fault]
+        return shlex.join(parts)
+
+    return command
+
+
+def replay_outcome(outcomes: Sequence[CheckOutcome]) -> CheckOutcome:
+    """The outcome whose scenario is written to scenario.json: the first failing one, else the first."""
+    if not outcomes:
+        raise ValueError("write_report needs at least one CheckOutcome")
+    return next((o for o in outcomes if not o.clean), outcomes[0])

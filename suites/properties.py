@@ -1,0 +1,96 @@
+"""The one property every suite checks, and a pytest test per suite.
+
+The property: the lockstep run of a scenario (reference, eager engine and
+graph engine stepped together) has no failing divergence. ``check`` runs it
+and returns the CheckOutcome; ``assert_clean`` turns a failing outcome into
+an AssertionError whose message is the first divergence's headline plus the
+replayable scenario JSON.
+
+The backend comes from ``GRAPHCHECK_BACKEND`` (default ``cpu``), and
+``GRAPHCHECK_EMULATE=1`` runs that backend's framework path on the CPU with
+the emulated graph runner. ``pytest suites/`` runs every suite with the
+active Hypothesis profile (``HYPOTHESIS_PROFILE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Sequence
+
+from hypothesis import given, note
+
+from graphcheck.lockstep import EngineFactory, Lockstep
+from graphcheck.records import CheckOutcome
+from graphcheck.scenario import Scenario
+from suites import SUITES, Suite
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(name: str, emulate: bool) -> Any:
+    from backends.devices import resolve
+
+    return resolve(name, emulate=emulate)
+
+
+def backend_from_env() -> Any:
+    """The backend named by GRAPHCHECK_BACKEND (default cpu), emulated if GRAPHCHECK_EMULATE is set."""
+    name = os.environ.get("GRAPHCHECK_BACKEND", "cpu")
+    emulate = os.environ.get("GRAPHCHECK_EMULATE", "").strip().lower() not in ("", "0", "false", "no")
+    return _resolve(name, emulate)
+
+
+class SuiteLockstep(Lockstep):
+    """Lockstep with one known harness false positive masked (to drop once lockstep handles it).
+
+    ``lockstep.expected_bucket`` asks for the smallest capture size on a step
+    where no request runs (R = 0), while the engine rightly does nothing and
+    replays no graph. Such a step is only exempt from the bucket check when
+    the engine indeed replayed nothing; a graph replayed for an empty batch
+    still fails.
+    """
+
+    def _shape(self, rec: Any, eager: Any) -> list:
+        if rec.num_running == 0 and rec.real_bsz == 0 and not rec.used_graph:
+            return []
+        return super()._shape(rec, eager)
+
+
+def check(
+    scenario: Scenario,
+    backend: Any = None,
+    faults: Sequence[str] = (),
+    *,
+    engine_factory: EngineFactory | None = None,
+) -> CheckOutcome:
+    """Run ``scenario`` in lockstep on ``backend`` (default: backend_from_env())."""
+    backend = backend if backend is not None else backend_from_env()
+    return SuiteLockstep(scenario, backend, faults=faults, engine_factory=engine_factory).run()
+
+
+def failure_message(outcome: CheckOutcome) -> str:
+    first = outcome.first
+    headline = first.headline() if first is not None else "no failing divergence"
+    return f"{headline}\nreplay with: graphcheck replay <file> holding\n{outcome.scenario.to_json()}"
+
+
+def assert_clean(outcome: CheckOutcome) -> None:
+    assert outcome.clean, failure_message(outcome)
+
+
+def property_test(suite: Suite, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None) -> Callable[[], None]:
+    """A Hypothesis test (settings from the active profile) of ``suite``'s property."""
+
+    def test(scenario: Scenario) -> None:
+        note(f"suite {suite.name}: {scenario.to_json(indent=None)}")
+        assert_clean(check(scenario, faults=faults, engine_factory=engine_factory))
+
+    test.__name__ = test.__qualname__ = f"test_suite_{suite.name}"
+    test.__doc__ = f"Suite {suite.name!r}: {suite.description}"
+    return given(suite.strategy())(test)
+
+
+# One collectable test per suite: test_suite_addresses, test_suite_padding, ...
+for _suite in SUITES.values():
+    globals()[f"test_suite_{_suite.name}"] = property_test(_suite)
+del _suite
