@@ -3,21 +3,24 @@
 ``resolve("cuda")`` gives torch on the GPU with CUDA graphs; ``--emulate``
 (``emulate=True``) gives the same backend's framework path on the CPU with the
 emulated graph runner, for machines without the hardware. ``cpu`` is always
-torch on the CPU with the emulated runner. ``npu`` (torch_npu) and ``xpu``
-(Paddle on Kunlun) are named but not implemented yet.
+torch on the CPU with the emulated runner. ``xpu`` is PaddlePaddle on a Kunlun
+XPU place with Paddle's CUDAGraph runner, and with ``--emulate`` Paddle on the CPU
+with the emulated runner (``EmulatedRunner(PaddleOps())``). ``npu`` (torch_npu) is
+named but not implemented yet.
 
 User errors (an unknown name, a missing framework or device) raise
 :class:`UnknownBackend` or :class:`BackendUnavailable`, both
 :class:`BackendError`: their message is the whole story, for the CLI to print
-without a traceback. Frameworks are imported only when a backend needs them,
-and torch_npu never is (installing it without the Ascend toolkit breaks
-``import torch``).
+without a traceback. Frameworks are imported only when a backend needs them
+(paddle only for ``xpu`` and by :func:`available_backends`), and torch_npu never
+is (installing it without the Ascend toolkit breaks ``import torch``).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -109,6 +112,101 @@ def _torch_cpu(name: str, what: str) -> Device:
     )
 
 
+PADDLE_PIP = "pip install paddlepaddle==3.3.1"  # the CPU build from PyPI (paddlepaddle-xpu is not on PyPI)
+_PADDLE_DISTS = ("paddlepaddle-xpu", "paddlepaddle-gpu", "paddlepaddle")
+
+
+def _load_paddle(backend: str) -> Any:
+    if importlib.util.find_spec("paddle") is None:
+        raise BackendUnavailable(
+            f"backend '{backend}' needs PaddlePaddle, which is not installed here ({PADDLE_PIP} for the CPU "
+            "build that --emulate uses; a Kunlun XPU needs paddlepaddle-xpu from Paddle's own index)"
+        )
+    try:
+        with warnings.catch_warnings():  # paddle warns about ccache on import
+            warnings.simplefilter("ignore")
+            import paddle
+    except Exception as exc:
+        raise BackendUnavailable(f"backend '{backend}' needs PaddlePaddle, but 'import paddle' failed: {exc}") from exc
+    return paddle
+
+
+def _xpu_count(paddle: Any) -> int:
+    """Kunlun XPUs paddle can use: 0 on a build without XPU support."""
+    if not paddle.device.is_compiled_with_xpu():
+        return 0
+    try:
+        return int(paddle.device.xpu.device_count())
+    except Exception:
+        return 0
+
+
+def _no_xpu_reason(paddle: Any) -> str:
+    if not paddle.device.is_compiled_with_xpu():
+        return (f"paddle {paddle.__version__} is a build without XPU support "
+                "(paddle.device.is_compiled_with_xpu() is False)")
+    return f"paddle {paddle.__version__} (built with XPU support) sees no XPU device (device_count() is 0)"
+
+
+def _paddle_emulated_runner() -> GraphRunner:
+    from .graphs.emulated import EmulatedRunner
+    from .graphs.paddle_ops import PaddleOps
+
+    return EmulatedRunner(PaddleOps())
+
+
+def _xpu_runner_for(device: str) -> Callable[[], GraphRunner]:
+    def factory() -> GraphRunner:
+        from .graphs.xpu import XpuGraphRunner
+
+        return XpuGraphRunner(device)
+
+    return factory
+
+
+def _resolve_xpu(emulate: bool) -> Device:
+    paddle = _load_paddle("xpu")
+    if emulate:
+        return Device(
+            name="xpu",
+            framework="paddle",
+            device="cpu",
+            runner_factory=_paddle_emulated_runner,
+            description=f"xpu --emulate: paddle {paddle.__version__} on cpu, emulated graph runner",
+            emulated=True,
+        )
+    if _xpu_count(paddle) == 0:
+        raise BackendUnavailable(
+            f"backend 'xpu' needs a Kunlun XPU, but {_no_xpu_reason(paddle)}. "
+            "Pass --emulate to run the xpu backend's paddle path on the CPU with the emulated graph runner."
+        )
+    current = str(paddle.device.get_device())
+    device = current if current.startswith("xpu:") else "xpu:0"
+    return Device(
+        name="xpu",
+        framework="paddle",
+        device=device,
+        runner_factory=_xpu_runner_for(device),
+        description=f"xpu: paddle {paddle.__version__} on {device}, paddle CUDAGraph runner on an XPU place",
+    )
+
+
+def _xpu_status() -> BackendStatus:
+    version = _version(*_PADDLE_DISTS)
+    emulate = "paddle on cpu, emulated runner"
+    if version is None:
+        return BackendStatus("xpu", "paddle", None, None, "xpu", emulate, False,
+                             f"PaddlePaddle is not installed ({PADDLE_PIP}; --emulate needs it too)")
+    try:
+        paddle = _load_paddle("xpu")
+    except BackendUnavailable as exc:
+        return BackendStatus("xpu", "paddle", version, None, "xpu", emulate, False, str(exc))
+    count = _xpu_count(paddle)
+    note = (f"{count} Kunlun XPU device(s); paddle CUDAGraph on an XPU place" if count
+            else _no_xpu_reason(paddle) + "; --emulate works")
+    return BackendStatus("xpu", "paddle", paddle.__version__, count > 0, "xpu", emulate, count > 0, note)
+
+
 def _no_gpu_reason(torch: Any) -> str:
     build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
     return f"torch {torch.__version__} ({build}) sees no CUDA device (torch.cuda.is_available() is False)"
@@ -141,10 +239,9 @@ def resolve(name: str, *, emulate: bool = False) -> Device:
                 "torch.cuda.CUDAGraph runner"
             ),
         )
-    what = {
-        "npu": "Ascend NPU through torch_npu (NPUGraph)",
-        "xpu": "Kunlun XPU through PaddlePaddle (CUDAGraph on an XPU place)",
-    }[key]
+    if key == "xpu":
+        return _resolve_xpu(emulate)
+    what = "Ascend NPU through torch_npu (NPUGraph)"  # key == "npu"
     mode = " with --emulate" if emulate else ""
     raise BackendUnavailable(
         f"backend '{key}'{mode} ({what}) is not implemented yet; use 'cuda' or 'cpu' "
@@ -153,7 +250,7 @@ def resolve(name: str, *, emulate: bool = False) -> Device:
 
 
 def available_backends() -> list[BackendStatus]:
-    """The state of every backend on this machine (imports torch if installed; never torch_npu or paddle)."""
+    """The state of every backend on this machine (imports torch and paddle if installed; never torch_npu)."""
     torch_version = _version("torch")
     gpu: bool | None = None
     cuda_note = "torch is not installed"
@@ -176,6 +273,5 @@ def available_backends() -> list[BackendStatus]:
                       bool(gpu), cuda_note),
         BackendStatus("npu", "torch_npu", _version("torch-npu", "torch_npu"), None, "npu", None, False,
                       "not implemented yet (device not checked: importing torch_npu needs the Ascend toolkit)"),
-        BackendStatus("xpu", "paddle", _version("paddlepaddle-xpu", "paddlepaddle-gpu", "paddlepaddle"),
-                      None, "xpu", None, False, "not implemented yet (device not checked)"),
+        _xpu_status(),
     ]

@@ -109,15 +109,8 @@ def run_command(args: argparse.Namespace) -> int:
     outcomes: list[CheckOutcome] = []
     fuzzed: list[FuzzResult] = []
     with RunProgress(console, enabled=not args.quiet) as progress:
-        for scenario in builtin_scenarios(args.steps):
-            write_pending(pending, scenario)
-            outcome = check_scenario(scenario, plan.backend, faults=plan.faults)
-            progress.example(scenario.name, outcome)
-            outcomes.append(outcome)
-        failed = any(not o.clean for o in outcomes)
+        # Suites first: a divergence they find comes back shrunk to a minimal scenario.
         for suite in plan.suites:
-            if failed and not args.keep_going:
-                break
             progress.start_suite(suite.name, plan.examples)
             result = fuzz_suite(
                 suite.name, suite.strategy(), plan.backend, examples=plan.examples, seed=plan.seed,
@@ -128,7 +121,15 @@ def run_command(args: argparse.Namespace) -> int:
                 shrunk = result.outcome
                 shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite.name}/shrunk")
                 outcomes.append(shrunk)
-                failed = True
+                if not args.keep_going:
+                    break
+        # Then the built-in demo scenarios: a fixed smoke check of every verify mode.
+        if args.keep_going or not outcomes:
+            for scenario in builtin_scenarios(args.steps):
+                write_pending(pending, scenario)
+                outcome = check_scenario(scenario, plan.backend, faults=plan.faults)
+                progress.example(scenario.name, outcome)
+                outcomes.append(outcome)
     elapsed = time.perf_counter() - started
     pending.unlink(missing_ok=True)
     paths = _write_reports(args, plan, outcomes, started_at, elapsed)

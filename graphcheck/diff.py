@@ -107,6 +107,11 @@ def diff_steps(
     return found
 
 
+#: Within one step, the cause comes before its consequences: a stale address or a wrong
+#: bucket explains the token and value mismatches it produces in the same step.
+_CAUSE_ORDER = {kind: i for i, kind in enumerate(("capture", "crash", "address", "shape", "seed", "memory", "token", "value"))}
+
+
 def failing(divergences: Iterable[Divergence]) -> list[Divergence]:
-    """The divergences that fail a run (everything not ambiguous), in step order."""
-    return sorted((d for d in divergences if not d.ambiguous), key=lambda d: d.step)
+    """The divergences that fail a run (everything not ambiguous): by step, causes first."""
+    return sorted((d for d in divergences if not d.ambiguous), key=lambda d: (d.step, _CAUSE_ORDER.get(d.kind, 99)))

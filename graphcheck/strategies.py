@@ -3,28 +3,34 @@
 Building blocks, bottom up:
 
 * ``capture_size_sets()``, ``engine_configs(...)``: engine configurations;
-  every knob of ``engine_configs`` takes a fixed value or a strategy.
+  every knob of ``engine_configs`` takes a fixed value, a strategy, or None
+  for its default spread.
 * ``seeds(...)``, ``sampling_params(...)``, ``prompts(...)``,
-  ``max_dec_lens(...)``, ``reasoning_changes(...)``: the fields of a request.
+  ``max_dec_lens(...)``, ``event_steps(...)``, ``reasoning_changes(...)``,
+  ``eos_ids(...)``: the fields of a request.
 * ``request_specs(config, num_steps, request_id, ...)``: one request.
-* ``request_scripts(config, num_steps, ...)``: the whole request script, with
-  arrivals clustered in bursts and lifetimes mixed, so batches grow and shrink
-  across bucket boundaries, slots get holes and steps mix prefill and decode.
-* ``accept_overrides(config, requests, num_steps, ...)``: forced accept counts
-  (the engine's draft-override hook), single steps and runs of steps.
-* ``scenarios(...)``: all of it; the focused ``*_scenarios()`` below are
-  ``scenarios`` with knobs turned towards one bug family (see suites/).
+* ``accept_runs`` / ``accept_overrides(config, requests, num_steps, ...)``:
+  forced accept counts through the engine's draft-override hook.
+* ``scripted_requests`` / ``request_scripts(config, num_steps, ...)``: the
+  request script with its forced accepts. Arrivals cluster in bursts and
+  lifetimes mix, so batches grow and shrink across bucket boundaries, slots
+  get holes and steps mix prefill and decode. Each request's draws (its
+  overrides included) are one block, and its events are offsets from its
+  arrival, so the shrinker deletes or moves a request whole.
+* ``scenarios(...)``: all of it. The focused ``*_scenarios()`` at the end are
+  ``scenarios`` with the knobs turned towards one bug family (see suites/).
 
 Every value drawn is valid by construction (``scenarios`` re-validates with
 ``graphcheck.scenario.validate``), and every strategy shrinks towards the
-smallest, most boring choice: one request arriving at step 0, few steps,
-greedy verification, no overrides, aborts or reasoning changes, the default
-engine sizes (``EngineConfig()``).
+smallest, most boring choice: one request arriving at step 0 and decoding
+throughout, two steps, greedy verification, no overrides, aborts or reasoning
+changes, the default engine sizes (``EngineConfig()``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeVar, Union
+import dataclasses
+from typing import Any, NamedTuple, Sequence, TypeVar, Union
 
 from hypothesis import strategies as st
 
@@ -52,7 +58,8 @@ PRESET_CAPTURE_SIZES: tuple[tuple[int, ...], ...] = (
 )
 #: graph scopes, the default ("step") first
 SCOPES = ("step", "forward", "forward_sampling")
-LIFETIMES = ("mixed", "long", "short")
+#: request lifetimes: "long" first, so the simplest script is one request decoding throughout
+LIFETIMES = ("long", "mixed", "short")
 
 
 def _knob(value: Knob[T], default: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
@@ -121,11 +128,10 @@ def engine_configs(
     if largest > 1:
         seqs_default = st.one_of(seqs_default, st.integers(1, largest - 1))
     k_value = draw(_knob(k, st.integers(1, 4)))
-    steps = num_model_steps if isinstance(num_model_steps, st.SearchStrategy) or num_model_steps is None else min(num_model_steps, k_value)
     return EngineConfig(
         max_num_seqs=draw(_knob(max_num_seqs, seqs_default)),
         num_speculative_tokens=k_value,
-        num_model_steps=min(k_value, draw(_knob(steps, st.integers(1, k_value)))),
+        num_model_steps=min(k_value, draw(_knob(num_model_steps, st.integers(1, k_value)))),
         capture_sizes=sizes,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -186,12 +192,12 @@ def room(config: EngineConfig) -> int:
     return config.max_model_len - config.tokens_per_request
 
 
-def prompts(config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> st.SearchStrategy[tuple[int, ...]]:
+@st.composite
+def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> tuple[int, ...]:
     """Prompts: usually short; sometimes long enough to cross KV blocks and the position table (32)."""
     cap = room(config) - 1
-    lengths = st.one_of(st.integers(1, min(max_len, cap)), st.integers(1, min(long_len, cap)))
-    token = st.integers(0, config.vocab_size - 1)
-    return lengths.flatmap(lambda n: st.lists(token, min_size=n, max_size=n).map(tuple))
+    longest = draw(st.sampled_from((min(max_len, cap), min(long_len, cap))))
+    return tuple(draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=longest)))
 
 
 def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed") -> st.SearchStrategy[int]:
@@ -211,10 +217,34 @@ def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime
     return st.one_of(near, short, long)
 
 
+def event_steps(first: int, last: int, *, near: int = 4) -> st.SearchStrategy[int]:
+    """A step in [first, last], usually within ``near`` steps of ``first`` (while the request
+    is likely still running), sometimes anywhere. Drawn as an offset from ``first``, so
+    when the shrinker moves an arrival, the request's events move with it."""
+    span = max(0, last - first)
+    offsets = st.one_of(st.integers(0, min(span, near)), st.integers(0, span))
+    return offsets.map(lambda offset: first + offset)
+
+
+@st.composite
+def reasoning_excursions(draw: st.DrawFn, num_steps: int, arrival: int = 0) -> list[ReasoningChange]:
+    """A reasoning_status change, usually soon after the arrival (the engine must sync it into
+    a running slot; ``arrival`` itself is the admission path), often followed by a change back.
+    Status 1 (every draft rejected) comes first and is weighted."""
+    after = event_steps(min(arrival + 1, num_steps), num_steps)
+    start = draw(st.one_of(after, st.just(arrival)))
+    changes = [ReasoningChange(start, draw(st.sampled_from((1, 2, 1, 3, 0))))]
+    if draw(st.booleans()):
+        end = start + draw(st.integers(1, 4))
+        if end <= num_steps:
+            changes.append(ReasoningChange(end, draw(st.sampled_from((0, 2, 3, 1)))))
+    return changes
+
+
 def reasoning_changes(num_steps: int, arrival: int = 0, *, max_size: int = 2) -> st.SearchStrategy[tuple[ReasoningChange, ...]]:
-    """reasoning_status changes from the arrival on; status 1 (reject every draft) is weighted."""
-    change = st.builds(ReasoningChange, st.integers(arrival, num_steps), st.sampled_from((1, 0, 1, 2, 3)))
-    return st.lists(change, max_size=max_size).map(tuple)
+    """Up to ``max_size`` reasoning excursions of a request, as its sorted change list."""
+    excursions = st.lists(reasoning_excursions(num_steps, arrival), max_size=max_size)
+    return excursions.map(lambda xs: tuple(sorted((c for x in xs for c in x), key=lambda c: c.step)))
 
 
 def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
@@ -248,7 +278,7 @@ def request_specs(
     temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
     abort = None
     if aborts and when + 1 <= num_steps:
-        abort = draw(st.one_of(st.none(), st.none(), st.integers(when + 1, num_steps)))
+        abort = draw(st.one_of(st.none(), st.none(), event_steps(when + 1, num_steps)))
     return RequestSpec(
         request_id=request_id,
         arrival_step=when,
@@ -264,45 +294,34 @@ def request_specs(
     )
 
 
-@st.composite
-def arrival_steps(draw: st.DrawFn, num_steps: int, count: int, *, max_bursts: int = 3) -> list[int]:
-    """Arrival steps of ``count`` requests, mostly in a few bursts (several requests
-    joining one step, while earlier ones decode), sometimes anywhere. Shrinks to all at 0."""
-    bursts = sorted(draw(st.lists(st.integers(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)))
-    anywhere = st.integers(0, num_steps - 1)
-    return [draw(st.one_of(st.sampled_from(bursts), anywhere)) for _ in range(count)]
+def burst_steps(num_steps: int, *, max_bursts: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
+    """A few steps at which several requests join together (sorted); shrinks to (0,)."""
+    bursts = st.lists(st.integers(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)
+    return bursts.map(lambda b: tuple(sorted(b)))
 
 
 @st.composite
-def request_scripts(
-    draw: st.DrawFn,
-    config: EngineConfig,
-    num_steps: int,
-    *,
-    min_requests: int = 1,
-    max_requests: int = 5,
-    lifetimes: Sequence[str] = LIFETIMES,
-    max_bursts: int = 3,
-    **request_kw: Any,
-) -> tuple[RequestSpec, ...]:
-    """The request script: ids r0, r1, ... in submission order.
+def accept_runs(
+    draw: st.DrawFn, config: EngineConfig, requests: Sequence[RequestSpec | str], num_steps: int, *, max_run: int = 4
+) -> list[AcceptOverride]:
+    """Forced accept counts for 1..``max_run`` consecutive steps of one of ``requests``,
+    starting after its arrival (usually soon after); counts favour the extremes 0 and k."""
+    index = draw(st.integers(0, len(requests) - 1)) if len(requests) > 1 else 0
+    spec = requests[index]
+    rid, first = (spec.request_id, spec.arrival_step + 1) if isinstance(spec, RequestSpec) else (spec, 0)
+    start = draw(event_steps(min(first, num_steps - 1), num_steps - 1))
+    length = draw(st.integers(1, max_run))
+    k = config.num_speculative_tokens
+    count = st.one_of(st.sampled_from((0, k)), st.integers(0, k))
+    return [AcceptOverride(step, rid, draw(count)) for step in range(start, min(num_steps, start + length))]
 
-    Requests submitted together take the lowest free slots in script order,
-    so mixing lifetimes across a burst leaves holes (a low slot frees while a
-    higher one runs) or shrinks the slot high-water mark R (a high slot frees
-    first), and later bursts grow it again: padded rows then exist where a
-    larger batch ran before.
-    """
-    count = draw(st.integers(min_requests, max_requests))
-    arrivals = draw(arrival_steps(num_steps, count, max_bursts=max_bursts))
-    return tuple(
-        draw(
-            request_specs(
-                config, num_steps, f"r{i}", arrival=when, lifetime=draw(st.sampled_from(tuple(lifetimes))), **request_kw
-            )
-        )
-        for i, when in enumerate(arrivals)
-    )
+
+def _first_per_key(overrides: Sequence[AcceptOverride]) -> tuple[AcceptOverride, ...]:
+    """At most one override per (step, request), the first one winning; sorted."""
+    found: dict[tuple[int, str], AcceptOverride] = {}
+    for acc in overrides:
+        found.setdefault((acc.step, acc.request_id), acc)
+    return tuple(found[key] for key in sorted(found))
 
 
 @st.composite
@@ -315,28 +334,77 @@ def accept_overrides(
     max_overrides: int = 6,
     max_run: int = 4,
 ) -> tuple[AcceptOverride, ...]:
-    """Forced accept counts through the draft-override hook.
-
-    Each entry is a run of 1..``max_run`` consecutive steps of one request
-    starting after its arrival (overrides on its prefill step or after it
-    ended are legal no-ops); counts favour the extremes 0 and k, so the real
-    token count jumps between steps. At most one override per (step, request).
-    """
-    specs = [r if isinstance(r, RequestSpec) else None for r in requests]
-    ids = [r.request_id if isinstance(r, RequestSpec) else r for r in requests]
-    if not ids or max_overrides <= 0:
+    """Forced accept counts through the draft-override hook: up to ``max_overrides`` runs
+    (``accept_runs``) over any of ``requests``. Overrides on a request's prefill step or
+    after it ended are legal no-ops."""
+    if not requests or max_overrides <= 0:
         return ()
-    k = config.num_speculative_tokens
-    count = st.one_of(st.sampled_from((0, k)), st.integers(0, k))
-    found: dict[tuple[int, str], int] = {}
-    for _ in range(draw(st.integers(0, max_overrides))):
-        index = draw(st.integers(0, len(ids) - 1))
-        first = specs[index].arrival_step + 1 if specs[index] is not None else 0
-        first = min(first, num_steps - 1)
-        start = draw(st.integers(first, num_steps - 1))
-        for step in range(start, min(num_steps, start + draw(st.integers(1, max_run)))):
-            found.setdefault((step, ids[index]), draw(count))
-    return tuple(AcceptOverride(step, rid, n) for (step, rid), n in sorted(found.items()))
+    runs = draw(st.lists(accept_runs(config, requests, num_steps, max_run=max_run), max_size=max_overrides))
+    return _first_per_key([acc for run in runs for acc in run])
+
+
+class Script(NamedTuple):
+    """A request script and its forced accept counts."""
+
+    requests: tuple[RequestSpec, ...]
+    accepts: tuple[AcceptOverride, ...]
+
+
+@st.composite
+def scripted_requests(
+    draw: st.DrawFn,
+    config: EngineConfig,
+    num_steps: int,
+    bursts: Sequence[int] = (0,),
+    *,
+    lifetimes: Sequence[str] = LIFETIMES,
+    max_accept_runs: int = 1,
+    request_id: str = "r",
+    **request_kw: Any,
+) -> Script:
+    """One request of a script with its own forced accepts: it arrives in one of the
+    ``bursts`` or at any step, with a lifetime drawn from ``lifetimes``.
+
+    All of a request's choices, its overrides included, form one contiguous
+    block of draws, and its events are drawn relative to its arrival: the
+    shrinker can delete any request, or move it, without disturbing the rest.
+    """
+    arrival = draw(st.one_of(st.sampled_from(tuple(bursts)), st.integers(0, num_steps - 1)))
+    lifetime = draw(st.sampled_from(tuple(lifetimes)))
+    spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, **request_kw))
+    accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs)) if max_accept_runs else ()
+    return Script((spec,), accepts)
+
+
+@st.composite
+def request_scripts(
+    draw: st.DrawFn,
+    config: EngineConfig,
+    num_steps: int,
+    *,
+    min_requests: int = 1,
+    max_requests: int = 5,
+    max_bursts: int = 3,
+    **request_kw: Any,
+) -> Script:
+    """The request script, ids r0, r1, ... in submission order, with forced accept counts.
+
+    Arrivals cluster in a few bursts, and requests submitted together take the
+    lowest free slots in script order, so mixing lifetimes across a burst
+    leaves holes (a low slot frees while a higher one runs) or shrinks the
+    slot high-water mark R (a high slot frees first); later bursts grow it
+    again, and padded rows then exist where a larger batch ran before.
+    ``request_kw`` goes to ``scripted_requests`` / ``request_specs``.
+    """
+    bursts = draw(burst_steps(num_steps, max_bursts=max_bursts))
+    one = scripted_requests(config, num_steps, bursts, **request_kw)
+    parts = draw(st.lists(one, min_size=min_requests, max_size=max_requests))
+    requests, accepts = [], []
+    for i, part in enumerate(parts):
+        rid = f"r{i}"
+        requests.append(dataclasses.replace(part.requests[0], request_id=rid))
+        accepts.extend(dataclasses.replace(acc, request_id=rid) for acc in part.accepts)
+    return Script(tuple(requests), _first_per_key(accepts))
 
 
 @st.composite
@@ -346,18 +414,19 @@ def scenarios(
     configs: st.SearchStrategy[EngineConfig] | None = None,
     min_requests: int = 1,
     max_requests: int = 5,
-    min_steps: int = 1,
+    min_steps: int = 2,
     max_steps: int = 16,
-    max_overrides: int = 6,
     name: str = "",
     **script_kw: Any,
 ) -> Scenario:
-    """A whole scenario. ``script_kw`` goes to ``request_scripts`` (and on to ``request_specs``)."""
+    """A whole scenario. ``script_kw`` goes to ``request_scripts`` (and on to
+    ``scripted_requests`` and ``request_specs``): ``max_bursts``, ``lifetimes``,
+    ``max_accept_runs`` (per request), ``aborts``, ``reasoning``, ``seed``, ``sampling``,
+    ``max_prompt_len``, ``max_eos``."""
     config = draw(configs if configs is not None else engine_configs())
     num_steps = draw(st.integers(min_steps, max_steps))
-    requests = draw(request_scripts(config, num_steps, min_requests=min_requests, max_requests=max_requests, **script_kw))
-    accepts = draw(accept_overrides(config, requests, num_steps, max_overrides=max_overrides))
-    return validate(Scenario(config=config, requests=requests, accepts=accepts, num_steps=num_steps, name=name))
+    script = draw(request_scripts(config, num_steps, min_requests=min_requests, max_requests=max_requests, **script_kw))
+    return validate(Scenario(config, script.requests, script.accepts, num_steps, name))
 
 
 # ---------------------------------------------------------------------------
@@ -369,26 +438,47 @@ def address_scenarios() -> st.SearchStrategy[Scenario]:
     (static inputs rebound, freed or baked in show on the first replay)."""
     configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
     return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=12, lifetimes=("long", "mixed"),
-                     max_overrides=3, name="addresses")
+                     max_accept_runs=1, name="addresses")
 
 
 def padding_scenarios() -> st.SearchStrategy[Scenario]:
     """Batches that shrink and grow across sparse buckets: padded rows after a larger batch,
     holes in slots, real token counts varied by accept overrides."""
-    sparse = st.sampled_from(((2, 4), (4,), (2, 4, 8), (1, 4), (1, 8), (3, 6), (1, 2, 4, 8)))
+    sparse = st.sampled_from(((4,), (2, 4), (2, 4, 8), (1, 4), (1, 8), (3, 6), (1, 2, 4, 8)))
     sizes = st.one_of(sparse, capture_size_sets(allow_empty=False)).flatmap(lambda s: st.permutations(s).map(tuple))
     configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(2, 8))
     return scenarios(configs=configs, min_requests=2, max_requests=6, min_steps=3, max_steps=16,
-                     lifetimes=("mixed", "short", "long"), max_overrides=8, name="padding")
+                     lifetimes=("long", "mixed", "short"), max_accept_runs=2, name="padding")
+
+
+def forcing_accepts_at_reasoning_changes(scenario: Scenario) -> Scenario:
+    """Add an override accepting all k drafts wherever a request's reasoning_status changes
+    (unless one is scripted there): a verify rule skipped on one path then shows as tokens."""
+    k, n = scenario.config.num_speculative_tokens, scenario.num_steps
+    taken = {(a.step, a.request_id) for a in scenario.accepts}
+    extra = {
+        (c.step, r.request_id): AcceptOverride(c.step, r.request_id, k)
+        for r in scenario.requests
+        for c in r.reasoning
+        if c.step < n and (c.step, r.request_id) not in taken
+    }
+    accepts = sorted(scenario.accepts + tuple(extra.values()), key=lambda a: (a.step, a.request_id))
+    return dataclasses.replace(scenario, accepts=tuple(accepts))
 
 
 def accept_scenarios() -> st.SearchStrategy[Scenario]:
     """Speculative mode with many forced accept counts, every verify strategy and policy,
-    reasoning_status 1 excursions, eos and max_dec_len inside accepted drafts, S up to k."""
+    reasoning_status 1 excursions met by forced accepts, eos and max_dec_len inside
+    accepted drafts, S up to k."""
     configs = engine_configs(k=st.integers(1, 4), naive_mode=False,
-                             num_model_steps=st.sampled_from((1, 2, 3, 4)))
-    return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=14, max_overrides=12,
-                     lifetimes=("mixed", "short"), max_eos=6, name="accept")
+                             num_model_steps=st.sampled_from((1, 2, 3, 4)),
+                             accept_policy=st.sampled_from(("normal", "accept_all", "normal", "reject_all")))
+    base = scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=14, max_accept_runs=3,
+                     lifetimes=("long", "mixed", "short"), max_eos=3, name="accept")
+    forced = st.tuples(base, st.sampled_from((False, True, True))).map(
+        lambda pair: validate(forcing_accepts_at_reasoning_changes(pair[0])) if pair[1] else pair[0]
+    )
+    return forced
 
 
 def seed_scenarios() -> st.SearchStrategy[Scenario]:
@@ -397,7 +487,7 @@ def seed_scenarios() -> st.SearchStrategy[Scenario]:
     configs = engine_configs(
         verify_strategy=st.sampled_from(("target_match", "topp", "greedy")),
         naive_mode=st.sampled_from((False, True)),
-        accept_policy="normal",
+        accept_policy=st.sampled_from(("normal", "reject_all")),  # every step samples
     )
 
     @st.composite
@@ -406,7 +496,7 @@ def seed_scenarios() -> st.SearchStrategy[Scenario]:
         return draw(scenarios(configs=st.just(config), max_requests=4, min_steps=2, max_steps=14,
                               lifetimes=("long", "mixed"), aborts=False, reasoning=False,
                               seed=seeds(config, 14), sampling=sampling_params(config, spread="random"),
-                              max_overrides=2, name="seeds"))
+                              max_accept_runs=1, name="seeds"))
 
     return build()
 
@@ -415,26 +505,26 @@ def capacity_scenarios() -> st.SearchStrategy[Scenario]:
     """max_num_seqs below the largest bucket (up to 16), queues longer than the slots,
     buckets missing 1 or any size >= R (eager fallback), and no graphs at all."""
     sizes = st.one_of(
-        st.sampled_from(((8,), (2, 16), (1, 2, 4, 8, 16), (4, 8), (16,), (3,), ())),
+        st.sampled_from(((2, 8), (8,), (2, 16), (1, 2, 4, 8, 16), (4, 8), (16,), (3,), ())),
         capture_size_sets(max_size=16),
     ).flatmap(lambda s: st.permutations(s).map(tuple))
     configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(1, 4))
     return scenarios(configs=configs, min_requests=1, max_requests=7, min_steps=2, max_steps=14,
-                     lifetimes=("short", "mixed", "long"), max_overrides=3, name="capacity")
+                     lifetimes=("long", "short", "mixed"), max_accept_runs=1, name="capacity")
 
 
 def memory_scenarios() -> st.SearchStrategy[Scenario]:
     """Long decode-only stretches of replays (memory must stay flat after the first replay)."""
     configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
     return scenarios(configs=configs, max_requests=3, min_steps=3, max_steps=20, max_bursts=1,
-                     lifetimes=("long",), aborts=False, max_overrides=2, name="memory")
+                     lifetimes=("long",), aborts=False, max_accept_runs=1, name="memory")
 
 
 def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
     """Arrivals, aborts, exits on eos and max_dec_len, queueing and reasoning changes at any step."""
     configs = engine_configs(max_num_seqs=st.integers(1, 4))
     return scenarios(configs=configs, min_requests=2, max_requests=7, min_steps=3, max_steps=16,
-                     lifetimes=("short", "mixed", "long"), max_bursts=4, max_eos=4, max_overrides=4,
+                     lifetimes=("short", "mixed", "long"), max_bursts=4, max_eos=4, max_accept_runs=1,
                      name="lifecycle")
 
 
@@ -443,22 +533,28 @@ __all__ = [
     "accept_overrides",
     "accept_scenarios",
     "address_scenarios",
-    "arrival_steps",
+    "accept_runs",
+    "burst_steps",
     "capacity_scenarios",
     "capture_size_sets",
     "engine_configs",
     "eos_ids",
+    "forcing_accepts_at_reasoning_changes",
+    "event_steps",
     "lifecycle_scenarios",
     "max_dec_lens",
     "memory_scenarios",
     "padding_scenarios",
     "prompts",
     "reasoning_changes",
+    "reasoning_excursions",
     "request_scripts",
     "request_specs",
     "room",
     "sampling_params",
+    "Script",
     "scenarios",
+    "scripted_requests",
     "seed_scenarios",
     "seeds",
     "toward",

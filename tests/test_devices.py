@@ -58,17 +58,79 @@ def test_missing_torch_is_reported_not_raised_as_import_error(monkeypatch):
             resolve(name, emulate=emulate)
 
 
-@pytest.mark.parametrize("name", ["npu", "xpu"])
 @pytest.mark.parametrize("emulate", [False, True])
-def test_npu_and_xpu_are_not_implemented_yet(name, emulate):
+def test_npu_is_not_implemented_yet(emulate):
     with pytest.raises(BackendUnavailable, match="not implemented yet"):
-        resolve(name, emulate=emulate)
+        resolve("npu", emulate=emulate)
+
+
+def _no_xpu(monkeypatch):
+    paddle = pytest.importorskip("paddle")
+    monkeypatch.setattr(paddle.device, "is_compiled_with_xpu", lambda: False)
+    return paddle
+
+
+def test_xpu_without_a_device_suggests_emulate(monkeypatch):
+    _no_xpu(monkeypatch)
+    with pytest.raises(BackendUnavailable) as info:
+        resolve("xpu")
+    message = str(info.value)
+    assert "--emulate" in message and "XPU" in message and "not implemented" not in message
+    assert not isinstance(info.value, UnknownBackend)
+
+
+def test_xpu_emulated_runs_paddle_on_cpu(monkeypatch):
+    paddle = _no_xpu(monkeypatch)
+    from backends.graphs.emulated import EmulatedRunner
+    from backends.graphs.paddle_ops import PaddleOps
+
+    device = resolve("xpu", emulate=True)
+    assert (device.name, device.framework, device.device, device.emulated) == ("xpu", "paddle", "cpu", True)
+    runner = device.runner_factory()
+    assert isinstance(runner, EmulatedRunner) and isinstance(runner.ops, PaddleOps) and runner.name == "emulated"
+    assert "xpu --emulate" in device.description and paddle.__version__ in device.description
+
+
+def test_xpu_with_a_device_uses_the_paddle_graph_runner(monkeypatch):
+    paddle = pytest.importorskip("paddle")
+    monkeypatch.setattr(paddle.device, "is_compiled_with_xpu", lambda: True)
+    monkeypatch.setattr(paddle.device.xpu, "device_count", lambda: 2)
+    device = resolve("xpu")  # the runner is not built: that needs the device for real
+    assert (device.framework, device.device, device.emulated) == ("paddle", "xpu:0", False)
+    assert "CUDAGraph" in device.description and "XPU" in device.description
+
+
+def test_missing_paddle_names_the_pip_install(monkeypatch):
+    real_find_spec = devices.importlib.util.find_spec
+    monkeypatch.setattr(
+        devices.importlib.util, "find_spec", lambda name, *a: None if name == "paddle" else real_find_spec(name, *a)
+    )
+    for emulate in (False, True):
+        with pytest.raises(BackendUnavailable, match=r"pip install paddlepaddle==3\.3\.1"):
+            resolve("xpu", emulate=emulate)
+
+
+def test_available_backends_tells_the_truth_about_xpu(monkeypatch):
+    xpu = {s.name: s for s in available_backends()}["xpu"]
+    assert (xpu.framework, xpu.runner) == ("paddle", "xpu") and xpu.emulate and "emulated" in xpu.emulate
+    try:
+        import paddle
+    except ImportError:
+        assert (xpu.framework_version, xpu.usable) == (None, False) and "pip install" in xpu.note
+        return
+    assert xpu.framework_version == paddle.__version__
+    present = paddle.device.is_compiled_with_xpu() and paddle.device.xpu.device_count() > 0
+    assert xpu.device_present is present and xpu.usable is present
+    monkeypatch.setattr(paddle.device, "is_compiled_with_xpu", lambda: False)
+    xpu = {s.name: s for s in available_backends()}["xpu"]
+    assert xpu.device_present is False and xpu.usable is False and "--emulate works" in xpu.note
 
 
 def test_available_backends_covers_every_backend():
     statuses = {s.name: s for s in available_backends()}
     assert list(statuses) == list(devices.BACKENDS)
-    assert statuses["npu"].usable is False and statuses["xpu"].usable is False
+    assert statuses["npu"].usable is False
+    assert statuses["xpu"].runner == "xpu" and statuses["xpu"].emulate is not None
     assert statuses["cuda"].runner == "cuda" and statuses["cpu"].runner == "emulated"
     try:
         import torch

@@ -112,3 +112,12 @@ def test_memory_growth_is_a_memory_divergence(cpu) -> None:
 
     outcome = Lockstep(dataclasses.replace(demo_scenario()), cpu, engine_factory=Leaky).run()
     assert outcome.first.kind == "memory"
+
+
+def test_causes_come_before_consequences_within_a_step() -> None:
+    from graphcheck.diff import Divergence, failing
+
+    token = Divergence("token", 4, "accept_tokens", "eager vs graph", (1,), (2,))
+    address = Divergence("address", 4, "cu_seqlens_out", "graph capture vs replay", "0x1", "0x2")
+    earlier_value = Divergence("value", 3, "step_idx", "reference vs graph", 1, 2)
+    assert failing([token, address, earlier_value]) == [earlier_value, address, token]

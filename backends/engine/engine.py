@@ -34,6 +34,11 @@ rows and the sink block, and the graphs' outputs hold real data from then on.
 Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
+
+Faults (``backends.engine.faults``; all off unless injected) switch a real
+path here: rebind-output-offsets in ``_pack_target_eager``, stale-padding-rows
+in ``pack_target_inputs`` (eager refresh and step graph), naive-seed-frozen in
+``_sample_and_verify``, clone-held-per-step in ``_run_graphs``.
 """
 
 from __future__ import annotations
@@ -75,8 +80,8 @@ from backends.engine.transfer import (
     admit_slots,
     collect_step_outputs,
     overwrite,
-    snapshot,
     release_slots,
+    snapshot,
     write_block_entries,
     write_slot_values,
 )

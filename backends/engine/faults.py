@@ -50,19 +50,22 @@ _CATALOG = (
         "scopes forward / forward_sampling) computes cu_seqlens_out and batch_ids_out into fresh tensors "
         "and REBINDS the buffer fields to them instead of copying into the captured storage",
         "FastDeploy #7864 / #8061: cu_seqlens_q_output and batch_id_per_token_output assigned, not copy_'d",
-        "address (cu_seqlens_out) at the first replay after an eager step; then token where the graph "
-        "reads the stale offsets (forward_sampling: sampling / verify of any slot but 0)",
+        "address (cu_seqlens_out) at the first replay after an eager step; token where a graph reads the "
+        "stale offsets (scope forward_sampling: its sampling and verify; scope forward never reads them and "
+        "scope step packs its own), at that replay or once a request beyond slot 0 runs",
     ),
     Fault(
         STALE_PADDING_ROWS,
         3,
-        "pack_target_inputs refreshes only the rows of the real tokens: padding rows between the real "
-        "token count and the bucket's capacity keep the batch ids, KV slot mapping and output rows an "
-        "earlier, larger batch wrote (only token ids and positions are reset), so padded rows write KV "
-        "into real requests' cache rows",
-        "sglang #10892 / #22958 / #25529, vllm-ascend #15461: padded rows of a replayed batch not reset "
-        "(the fix fills slot_mapping[real:padded] with the dummy slot)",
-        "token / value (eager vs graph) at the first replay with fewer real tokens than an earlier pack",
+        "pack_target_inputs (eager before a replay, or inside the step graph) resets only the token ids, "
+        "positions and output token index of the padding rows between the real token count and the "
+        "bucket's token capacity; their batch ids, KV slot mapping and output-row owners keep what an "
+        "earlier, larger batch wrote, so padded rows write KV into real requests' cache rows",
+        "sglang #10892 / #22958 / #25529, vllm-ascend #15461: rows between the real batch and the bucket "
+        "keep an earlier batch's data (the fix pattern, e.g. gLLM #174: fill slot_mapping[real:padded] "
+        "with a dummy slot)",
+        "token (eager vs graph) at the first replay with fewer real tokens than an earlier pack whose "
+        "stale rows map to KV of a request still decoding",
     ),
     Fault(
         NAIVE_SEED_FROZEN,

@@ -53,8 +53,9 @@ def pack_target_inputs(
     and emit one output row per token. Positions start at ``seq_lens_decoder``.
 
     Fault switches (``backends.engine.faults``), both off in a correct engine:
-    ``stale_padding`` (stale-padding-rows) leaves the batch ids, slot mapping and
-    output rows of padding rows as an earlier batch wrote them;
+    ``stale_padding`` (stale-padding-rows) resets only the token ids, positions
+    and output token index of padding rows and leaves their batch ids, KV slot
+    mapping and output-row owners as an earlier batch wrote them;
     ``fresh_output_offsets`` (rebind-output-offsets) returns ``cu_seqlens_out``
     and ``batch_ids_out`` as fresh tensors for the caller to rebind instead of
     writing them in place. Returns None otherwise.
@@ -93,7 +94,7 @@ def pack_target_inputs(
     last = first + xp.index_select(n, row_slot, 0) - 1
     source = xp.where(row_prefill, last, first + row_local)
     row_owner = padded(buf.batch_ids_out, row_slot, row_valid, -1)
-    xp.assign_(buf.out_token_index, slice(0, T), padded(buf.out_token_index, source, row_valid, 0))
+    xp.assign_(buf.out_token_index, slice(0, T), xp.where(row_valid, source, 0))
     if fresh_output_offsets:  # fault rebind-output-offsets: new tensors, not the buffers
         cu_fresh = xp.zeros(tuple(buf.cu_seqlens_out.shape), xp.int64)
         owner_fresh = xp.full(tuple(buf.batch_ids_out.shape), -1, xp.int64)

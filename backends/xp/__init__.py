@@ -1,7 +1,8 @@
 """Array facade: one small API the engine's kernels are written against.
 
-``make_ops(framework, device)`` returns the implementation; only ``torch`` exists
-today (PaddlePaddle comes later and must fit ``ArrayOps`` without changing kernels).
+``make_ops(framework, device)`` returns the implementation: ``torch`` or
+``paddle`` (both fit ``ArrayOps`` without changing kernels). A framework is
+imported only when its facade is asked for.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ def make_ops(framework: str = "torch", device: str = "cpu") -> ArrayOps:
         from backends.xp.torch_xp import TorchArrayOps
 
         return TorchArrayOps(device)
-    raise ValueError(f"no array facade for framework {framework!r} (have: torch)")
+    if framework == "paddle":
+        from backends.xp.paddle_xp import PaddleArrayOps
+
+        return PaddleArrayOps(device)
+    raise ValueError(f"no array facade for framework {framework!r} (have: torch, paddle)")
 
 
 __all__ = ["ArrayOps", "make_ops"]

@@ -38,15 +38,10 @@ class ReportPaths:
 
 
 def graphcheck_version() -> str:
-    """The installed graphcheck version, or "unknown" in a bare checkout."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return "unknown"
-    try:
-        return version("graphcheck")
-    except PackageNotFoundError:
-        return "unknown"
+    """graphcheck's version (the package's own, so a bare checkout reports it too)."""
+    from graphcheck import __version__
+
+    return __version__
 
 
 def new_run_id(now: datetime | None = None) -> str:

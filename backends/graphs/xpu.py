@@ -1,0 +1,149 @@
+"""Paddle's CUDAGraph on a Kunlun XPU place behind the :class:`GraphRunner` interface.
+
+On a Paddle-XPU build, ``paddle.device.cuda.graphs.CUDAGraph(place=paddle.XPUPlace(i))``
+captures XPU graphs (spec/graph-apis.md §3): ``capture_begin()``, the region,
+``capture_end()``, then ``replay()``; ``reset()`` frees the graph. The recipe follows
+FastDeploy's XPU capture loop and :mod:`backends.graphs.cuda`:
+
+* warm up: run the region ``warmup_iters`` times for real, with a kernel observer
+  that snapshots every pre-existing storage a kernel touches before its first touch;
+* synchronise, capture the region once with an observer that records each kernel's
+  arguments for the static-input table (kernel results count as the region's own
+  allocations: paddle has no op hook) and refuses ``kernels.host_sync``; while it
+  runs, paddle tensor host reads (``.numpy()``, ``.item()``, ``bool(t)``, ...) raise
+  :class:`HostSyncInCapture` before they reach the device and invalidate the capture;
+* restore the snapshots and synchronise, so the capture leaves no side effects.
+
+Default memory pool and ``thread_local`` mode, as FastDeploy uses them. Paddle is
+imported only when a runner is made; the runner is used only when paddle reports
+an XPU (``backends.devices``). It cannot run on machines without one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import weakref
+from typing import Any, Callable, Mapping
+
+from . import kernels
+from .base import Graph, GraphRunner, HostSyncInCapture, StaticInputTable, iter_tensors
+from .capture_state import CaptureState
+from .paddle_ops import PaddleOps
+
+
+class XpuGraph(Graph):
+    """A captured paddle CUDAGraph on an XPU place; holds no reference to its static inputs."""
+
+    def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: PaddleOps, label: str) -> None:
+        self.label = label
+        self._graph = graph
+        self._ops = ops
+        self.outputs = outputs
+        self.static_inputs = tuple(table.inputs)
+        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
+
+    def replay(self) -> None:
+        self._graph.replay()
+
+    def reset(self) -> None:
+        """Free the captured graph (it cannot be replayed afterwards)."""
+        self._graph.reset()
+
+
+class _Snapshotter:
+    """KernelObserver for warmup: snapshot each pre-existing storage before its first touch."""
+
+    def __init__(self, ops: PaddleOps, snapshots: dict[int, Any], label: str) -> None:
+        self.ops, self.snapshots, self.label = ops, snapshots, label
+        self.results: list[Any] = []  # this warmup's kernel results: region memory, not state
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        ops = self.ops
+        made = {ops.storage_key(t) for t in self.results}
+        for t in iter_tensors((args, kwargs), ops.is_tensor):
+            key = ops.storage_key(t)
+            if key not in made and key not in self.snapshots:
+                self.snapshots[key] = ops.snapshot(t)
+        result = fn(*args, **kwargs)
+        self.results.extend(iter_tensors(result, ops.is_tensor))
+        return result
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(f"host sync '{what}' inside a graph-captured region ({self.label}, warmup)")
+
+
+class _ArgRecorder:
+    """KernelObserver for the capture: record kernel arguments, note kernel results as the region's."""
+
+    def __init__(self, ops: PaddleOps, state: CaptureState, table: StaticInputTable) -> None:
+        self.ops, self.state, self.table = ops, state, table
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        ops = self.ops
+        arg_tensors = list(iter_tensors((args, kwargs), ops.is_tensor))
+        for t in arg_tensors:
+            self.table.add(t)
+        result = fn(*args, **kwargs)
+        keys = {ops.storage_key(t) for t in arg_tensors}
+        for t in iter_tensors(result, ops.is_tensor):
+            self.state.region.note_created(ops, t, fresh_storage=ops.storage_key(t) not in keys)
+        return result
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(f"host sync '{what}' inside graph capture ({self.state.label})")
+
+
+class XpuGraphRunner(GraphRunner):
+    """Graph runner on ``paddle.device.cuda.graphs.CUDAGraph`` with an XPU place."""
+
+    name = "xpu"
+
+    def __init__(self, device: str = "xpu:0", warmup_iters: int = 2) -> None:
+        import paddle
+        from paddle.device.cuda.graphs import CUDAGraph
+
+        if not paddle.device.is_compiled_with_xpu() or paddle.device.xpu.device_count() == 0:
+            raise RuntimeError("XpuGraphRunner needs a Kunlun XPU and a Paddle build with XPU support")
+        self.paddle = paddle
+        self._graph_cls = CUDAGraph
+        self.ops = PaddleOps()
+        self.warmup_iters = warmup_iters
+        self.device = device
+        self.place = paddle.XPUPlace(int(device.partition(":")[2] or 0))
+        self._count = itertools.count(1)
+
+    def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> XpuGraph:
+        ops = self.ops
+        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
+        snapshots: dict[int, Any] = {}
+        try:
+            for i in range(self.warmup_iters):
+                state = CaptureState(f"{label}, warmup {i + 1}", check_escapes=False)
+                with kernels.observing(_Snapshotter(ops, snapshots, label)), ops.capture_hooks(state):
+                    fn()
+            state = CaptureState(label, check_escapes=False)
+            table = StaticInputTable(ops, state.region, names)
+            graph = self._graph_cls(place=self.place, mode="thread_local")
+            self.synchronize()
+            graph.capture_begin()
+            try:
+                with kernels.observing(_ArgRecorder(ops, state, table)), ops.capture_hooks(state):
+                    outputs = fn()
+            except BaseException:
+                with contextlib.suppress(Exception):  # leave capture mode, then report the failure
+                    graph.capture_end()
+                    graph.reset()
+                raise
+            graph.capture_end()
+        finally:
+            for snap in snapshots.values():
+                ops.restore(snap)
+            self.synchronize()
+        return XpuGraph(graph, outputs, table, ops, label)
+
+    def memory_bytes(self) -> int:
+        return int(self.paddle.device.xpu.memory_allocated(self.place))
+
+    def synchronize(self) -> None:
+        self.paddle.device.synchronize(self.place)

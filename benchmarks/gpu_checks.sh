@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU checks behind the figures in the issue notes: run from the repository root on a
+# machine with a CUDA device, torch, hypothesis, pytest, pytest-benchmark, rich and jinja2.
+#   benchmarks/gpu_checks.sh OUT_DIR [PROFILE]
+# Writes pytest logs, benchmark JSON and graphcheck reports under OUT_DIR.
+set -uo pipefail
+out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [PROFILE]}
+profile=${2:-ci}
+mkdir -p "$out"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$out/gpu.txt"
+
+echo "== tests (CUDA tests included)"
+python3 -m pytest tests -q -p no:warnings -p no:cacheprovider 2>&1 | tail -n 15 | tee "$out/tests.txt"
+
+echo "== decode-step benchmark"
+python3 -m pytest benchmarks/bench_decode_step.py -q -p no:cacheprovider --benchmark-json="$out/bench.json" \
+    --benchmark-columns=median,iqr,rounds 2>&1 | tail -n 30 | tee "$out/bench.txt"
+
+echo "== graphcheck run --backend cuda --profile $profile"
+python3 -m graphcheck.cli run --backend cuda --profile "$profile" --report-dir "$out/reports" --quiet 2>&1 \
+    | tail -n 25 | tee "$out/run-clean.txt"
+echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
+for fault in $(python3 -c 'from backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
+    echo "== graphcheck run --backend cuda --inject $fault"
+    python3 -m graphcheck.cli run --backend cuda --profile "$profile" --inject "$fault" \
+        --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite " | tee "$out/run-$fault.txt"
+    echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-$fault.txt"
+done
