@@ -2,6 +2,7 @@
 # The GPU checks behind the figures in the issue notes: run from the repository root on a
 # machine with a CUDA device, torch, hypothesis, pytest, pytest-benchmark, rich and jinja2.
 #   benchmarks/gpu_checks.sh OUT_DIR [PROFILE]
+# GPU_CHECKS_TESTS selects the pytest run (default: the whole tests/ folder).
 # Writes pytest logs, benchmark JSON and graphcheck reports under OUT_DIR.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [PROFILE]}
@@ -12,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$out/gpu.txt"
 
 echo "== tests (CUDA tests included)"
-python3 -m pytest tests -q -p no:warnings -p no:cacheprovider 2>&1 | tail -n 15 | tee "$out/tests.txt"
+python3 -m pytest ${GPU_CHECKS_TESTS:-tests} -q -p no:warnings -p no:cacheprovider 2>&1 | tail -n 15 | tee "$out/tests.txt"
 
 echo "== decode-step benchmark"
 python3 -m pytest benchmarks/bench_decode_step.py -q -p no:cacheprovider --benchmark-json="$out/bench.json" \
@@ -22,9 +23,10 @@ echo "== graphcheck run --backend cuda --profile $profile"
 python3 -m graphcheck.cli run --backend cuda --profile "$profile" --report-dir "$out/reports" --quiet 2>&1 \
     | tail -n 25 | tee "$out/run-clean.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
+fault_profile=${GPU_CHECKS_FAULT_PROFILE:-$profile}
 for fault in $(python3 -c 'from backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
     echo "== graphcheck run --backend cuda --inject $fault"
-    python3 -m graphcheck.cli run --backend cuda --profile "$profile" --inject "$fault" \
+    python3 -m graphcheck.cli run --backend cuda --profile "$fault_profile" --inject "$fault" \
         --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite " | tee "$out/run-$fault.txt"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-$fault.txt"
 done
