@@ -30,6 +30,7 @@ changes, the default engine sizes (``EngineConfig()``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple, Sequence, TypeVar, Union
 
 from hypothesis import strategies as st
@@ -62,15 +63,43 @@ SCOPES = ("step", "forward", "forward_sampling")
 LIFETIMES = ("long", "mixed", "short")
 
 
+#: Strategy factories below are memoised: composites call them on every draw, and building and
+#: validating a fresh strategy object each time dominated the cost of drawing (and of shrinking).
+_memo = functools.lru_cache(maxsize=4096)
+
+
+@_memo
+def _pick(*options: Any) -> st.SearchStrategy[Any]:
+    """``sampled_from(options)``, memoised; shrinks to the first option."""
+    return st.sampled_from(options)
+
+
+@_memo
+def _either(*strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``one_of(strategies)``, memoised; shrinks towards the first."""
+    return st.one_of(*strategies)
+
+
+def _just(value: Any) -> st.SearchStrategy[Any]:
+    try:
+        return _memo_just(value)
+    except TypeError:  # unhashable
+        return _just(value)
+
+
+_memo_just = _memo(st.just)
+
+
 def _knob(value: Knob[T], default: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
     """A knob is None (use ``default``), a fixed value, or a strategy."""
     if value is None:
         return default
     if isinstance(value, st.SearchStrategy):
         return value
-    return st.just(value)
+    return _just(value)
 
 
+@_memo
 def toward(default: int, lo: int, hi: int) -> st.SearchStrategy[int]:
     """Integers in [lo, hi] that shrink towards ``default`` (clamped), then upwards from lo."""
     first = min(max(default, lo), hi)
@@ -81,6 +110,7 @@ def toward(default: int, lo: int, hi: int) -> st.SearchStrategy[int]:
 # Engine configurations
 # ---------------------------------------------------------------------------
 
+@_memo
 def capture_size_sets(
     max_size: int = 8, *, max_entries: int = 4, allow_empty: bool = True
 ) -> st.SearchStrategy[tuple[int, ...]]:
@@ -126,7 +156,7 @@ def engine_configs(
     largest = max(sizes, default=0)
     seqs_default = toward(DEFAULT.max_num_seqs, 1, max_seqs_cap)
     if largest > 1:
-        seqs_default = st.one_of(seqs_default, st.integers(1, largest - 1))
+        seqs_default = _either(seqs_default, st.integers(1, largest - 1))
     k_value = draw(_knob(k, st.integers(1, 4)))
     return EngineConfig(
         max_num_seqs=draw(_knob(max_num_seqs, seqs_default)),
@@ -135,15 +165,15 @@ def engine_configs(
         capture_sizes=sizes,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
-        block_size=draw(_knob(block_size, st.sampled_from((DEFAULT.block_size, 4, 16, 2)))),
+        block_size=draw(_knob(block_size, _pick(DEFAULT.block_size, 4, 16, 2))),
         max_model_len=max_model_len,
-        verify_strategy=draw(_knob(verify_strategy, st.sampled_from(VERIFY_STRATEGIES))),
-        accept_policy=draw(_knob(accept_policy, st.sampled_from(("normal", "normal", "accept_all", "reject_all")))),
+        verify_strategy=draw(_knob(verify_strategy, _pick(*VERIFY_STRATEGIES))),
+        accept_policy=draw(_knob(accept_policy, _pick("normal", "normal", "accept_all", "reject_all"))),
         max_candidate_len=draw(
             _knob(max_candidate_len, toward(DEFAULT.max_candidate_len, 1, min(MAX_CANDIDATE_LEN, vocab_size - 1)))
         ),
-        naive_mode=draw(_knob(naive_mode, st.sampled_from((False, False, False, True)))),
-        graph_scope=draw(_knob(graph_scope, st.sampled_from(SCOPES))),
+        naive_mode=draw(_knob(naive_mode, _pick(False, False, False, True))),
+        graph_scope=draw(_knob(graph_scope, _pick(*SCOPES))),
         model_seed=draw(_knob(model_seed, st.integers(0, 2**16))),
     )
 
@@ -152,6 +182,7 @@ def engine_configs(
 # Request fields
 # ---------------------------------------------------------------------------
 
+@_memo
 def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchStrategy[int]:
     """Request seeds: small ones, ones that wrap around SEED_MODULUS within the run, any.
 
@@ -170,6 +201,7 @@ def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchS
 SamplingParams = tuple[float, float, int]
 
 
+@_memo
 def sampling_params(config: EngineConfig, *, spread: str = "mixed") -> st.SearchStrategy[SamplingParams]:
     """Sampling parameters. ``spread``: "mixed" (typical and extreme values, any float),
     "random" (high entropy: a wrong random number shows as a wrong token), or "default"."""
@@ -192,14 +224,16 @@ def room(config: EngineConfig) -> int:
     return config.max_model_len - config.tokens_per_request
 
 
+@_memo
 @st.composite
 def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> tuple[int, ...]:
     """Prompts: usually short; sometimes long enough to cross KV blocks and the position table (32)."""
     cap = room(config) - 1
-    longest = draw(st.sampled_from((min(max_len, cap), min(long_len, cap))))
+    longest = draw(_pick(min(max_len, cap), min(long_len, cap)))
     return tuple(draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=longest)))
 
 
+@_memo
 def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed") -> st.SearchStrategy[int]:
     """max_dec_len for a request with ``remaining`` steps left in the run.
 
@@ -217,6 +251,7 @@ def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime
     return st.one_of(near, short, long)
 
 
+@_memo
 def event_steps(first: int, last: int, *, near: int = 4) -> st.SearchStrategy[int]:
     """A step in [first, last], usually within ``near`` steps of ``first`` (while the request
     is likely still running), sometimes anywhere. Drawn as an offset from ``first``, so
@@ -226,27 +261,30 @@ def event_steps(first: int, last: int, *, near: int = 4) -> st.SearchStrategy[in
     return offsets.map(lambda offset: first + offset)
 
 
+@_memo
 @st.composite
 def reasoning_excursions(draw: st.DrawFn, num_steps: int, arrival: int = 0) -> list[ReasoningChange]:
     """A reasoning_status change, usually soon after the arrival (the engine must sync it into
     a running slot; ``arrival`` itself is the admission path), often followed by a change back.
     Status 1 (every draft rejected) comes first and is weighted."""
     after = event_steps(min(arrival + 1, num_steps), num_steps)
-    start = draw(st.one_of(after, st.just(arrival)))
-    changes = [ReasoningChange(start, draw(st.sampled_from((1, 2, 1, 3, 0))))]
+    start = draw(_either(after, _just(arrival)))
+    changes = [ReasoningChange(start, draw(_pick(1, 2, 1, 3, 0)))]
     if draw(st.booleans()):
         end = start + draw(st.integers(1, 4))
         if end <= num_steps:
-            changes.append(ReasoningChange(end, draw(st.sampled_from((0, 2, 3, 1)))))
+            changes.append(ReasoningChange(end, draw(_pick(0, 2, 3, 1))))
     return changes
 
 
+@_memo
 def reasoning_changes(num_steps: int, arrival: int = 0, *, max_size: int = 2) -> st.SearchStrategy[tuple[ReasoningChange, ...]]:
     """Up to ``max_size`` reasoning excursions of a request, as its sorted change list."""
     excursions = st.lists(reasoning_excursions(num_steps, arrival), max_size=max_size)
     return excursions.map(lambda xs: tuple(sorted((c for x in xs for c in x), key=lambda c: c.step)))
 
 
+@_memo
 def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
     token = st.integers(0, config.vocab_size - 1)
     return st.lists(token, min_size=1, max_size=min(max_size, MAX_EOS_IDS), unique=True).map(tuple)
@@ -278,7 +316,7 @@ def request_specs(
     temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
     abort = None
     if aborts and when + 1 <= num_steps:
-        abort = draw(st.one_of(st.none(), st.none(), event_steps(when + 1, num_steps)))
+        abort = draw(_either(st.none(), st.none(), event_steps(when + 1, num_steps)))
     return RequestSpec(
         request_id=request_id,
         arrival_step=when,
@@ -294,6 +332,7 @@ def request_specs(
     )
 
 
+@_memo
 def burst_steps(num_steps: int, *, max_bursts: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
     """A few steps at which several requests join together (sorted); shrinks to (0,)."""
     bursts = st.lists(st.integers(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)
@@ -312,7 +351,7 @@ def accept_runs(
     start = draw(event_steps(min(first, num_steps - 1), num_steps - 1))
     length = draw(st.integers(1, max_run))
     k = config.num_speculative_tokens
-    count = st.one_of(st.sampled_from((0, k)), st.integers(0, k))
+    count = _either(_pick(0, k), st.integers(0, k))
     return [AcceptOverride(step, rid, draw(count)) for step in range(start, min(num_steps, start + length))]
 
 
@@ -369,8 +408,8 @@ def scripted_requests(
     block of draws, and its events are drawn relative to its arrival: the
     shrinker can delete any request, or move it, without disturbing the rest.
     """
-    arrival = draw(st.one_of(st.sampled_from(tuple(bursts)), st.integers(0, num_steps - 1)))
-    lifetime = draw(st.sampled_from(tuple(lifetimes)))
+    arrival = draw(_either(_pick(*bursts), st.integers(0, num_steps - 1)))
+    lifetime = draw(_pick(*lifetimes))
     spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, **request_kw))
     accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs)) if max_accept_runs else ()
     return Script((spec,), accepts)

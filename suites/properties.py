@@ -19,7 +19,7 @@ import functools
 import os
 from typing import Any, Callable, Iterator, Sequence
 
-from hypothesis import given, note
+from hypothesis import given
 
 from graphcheck.lockstep import EngineFactory, Lockstep
 from graphcheck.records import CheckOutcome
@@ -74,10 +74,12 @@ def check(
         return Lockstep(scenario, backend, faults=faults, engine_factory=engine_factory).run()
 
 
-def failure_message(outcome: CheckOutcome) -> str:
+def failure_message(outcome: CheckOutcome, scenario: Scenario | None = None) -> str:
+    """The first divergence's headline, then the scenario as a replayable JSON file body."""
     first = outcome.first
     headline = first.headline() if first is not None else "no failing divergence"
-    return f"{headline}\nreplay with: graphcheck replay <file> holding\n{outcome.scenario.to_json()}"
+    scenario = scenario if scenario is not None else outcome.scenario
+    return f"{headline}\nsave as FILE.json and run `graphcheck replay FILE.json`:\n{scenario.to_json()}"
 
 
 def assert_clean(outcome: CheckOutcome) -> None:
@@ -88,7 +90,6 @@ def property_test(suite: Suite, *, faults: Sequence[str] = (), engine_factory: E
     """A Hypothesis test (settings from the active profile) of ``suite``'s property."""
 
     def test(scenario: Scenario) -> None:
-        note(f"suite {suite.name}: {scenario.to_json(indent=None)}")
         assert_clean(check(scenario, faults=faults, engine_factory=engine_factory))
 
     test.__name__ = test.__qualname__ = f"test_suite_{suite.name}"
