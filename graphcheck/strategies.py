@@ -17,8 +17,8 @@ Building blocks, bottom up:
   get holes and steps mix prefill and decode. Each request's draws (its
   overrides included) are one block, and its events are offsets from its
   arrival, so the shrinker deletes or moves a request whole.
-* ``scenarios(...)``: all of it. The focused ``*_scenarios()`` at the end are
-  ``scenarios`` with the knobs turned towards one bug family (see suites/).
+* ``scenarios(...)``: all of it. ``suites/scenarios.py`` turns its knobs
+  towards one bug family per suite.
 
 Every value drawn is valid by construction (``scenarios`` re-validates with
 ``graphcheck.scenario.validate``), and every strategy shrinks towards the
@@ -80,14 +80,15 @@ def _either(*strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(*strategies)
 
 
+_memo_just = _memo(st.just)
+
+
 def _just(value: Any) -> st.SearchStrategy[Any]:
+    """``just(value)``, memoised when ``value`` is hashable."""
     try:
         return _memo_just(value)
     except TypeError:  # unhashable
-        return _just(value)
-
-
-_memo_just = _memo(st.just)
+        return st.just(value)
 
 
 def _knob(value: Knob[T], default: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
@@ -234,7 +235,9 @@ def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_le
 
 
 @_memo
-def max_dec_lens(config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed") -> st.SearchStrategy[int]:
+def max_dec_lens(
+    config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed"
+) -> st.SearchStrategy[int]:
     """max_dec_len for a request with ``remaining`` steps left in the run.
 
     "short": ends within a few steps; "long": can outlive the run; "mixed": any
@@ -278,7 +281,9 @@ def reasoning_excursions(draw: st.DrawFn, num_steps: int, arrival: int = 0) -> l
 
 
 @_memo
-def reasoning_changes(num_steps: int, arrival: int = 0, *, max_size: int = 2) -> st.SearchStrategy[tuple[ReasoningChange, ...]]:
+def reasoning_changes(
+    num_steps: int, arrival: int = 0, *, max_size: int = 2
+) -> st.SearchStrategy[tuple[ReasoningChange, ...]]:
     """Up to ``max_size`` reasoning excursions of a request, as its sorted change list."""
     excursions = st.lists(reasoning_excursions(num_steps, arrival), max_size=max_size)
     return excursions.map(lambda xs: tuple(sorted((c for x in xs for c in x), key=lambda c: c.step)))
@@ -411,7 +416,7 @@ def scripted_requests(
     arrival = draw(_either(_pick(*bursts), st.integers(0, num_steps - 1)))
     lifetime = draw(_pick(*lifetimes))
     spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, **request_kw))
-    accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs)) if max_accept_runs else ()
+    accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs))
     return Script((spec,), accepts)
 
 
@@ -468,122 +473,16 @@ def scenarios(
     return validate(Scenario(config, script.requests, script.accepts, num_steps, name))
 
 
-# ---------------------------------------------------------------------------
-# Focused scenarios: ``scenarios`` with the knobs turned towards one bug family
-# ---------------------------------------------------------------------------
-
-def address_scenarios() -> st.SearchStrategy[Scenario]:
-    """Graphs always captured, requests that live long enough for replays of several buckets
-    (static inputs rebound, freed or baked in show on the first replay)."""
-    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
-    return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=12, lifetimes=("long", "mixed"),
-                     max_accept_runs=1, name="addresses")
-
-
-def padding_scenarios() -> st.SearchStrategy[Scenario]:
-    """Batches that shrink and grow across sparse buckets: padded rows after a larger batch,
-    holes in slots, real token counts varied by accept overrides."""
-    sparse = st.sampled_from(((4,), (2, 4), (2, 4, 8), (1, 4), (1, 8), (3, 6), (1, 2, 4, 8)))
-    sizes = st.one_of(sparse, capture_size_sets(allow_empty=False)).flatmap(lambda s: st.permutations(s).map(tuple))
-    configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(2, 8))
-    return scenarios(configs=configs, min_requests=2, max_requests=6, min_steps=3, max_steps=16,
-                     lifetimes=("long", "mixed", "short"), max_accept_runs=2, name="padding")
-
-
-def forcing_accepts_at_reasoning_changes(scenario: Scenario) -> Scenario:
-    """Add an override accepting all k drafts wherever a request's reasoning_status changes
-    (unless one is scripted there): a verify rule skipped on one path then shows as tokens."""
-    k, n = scenario.config.num_speculative_tokens, scenario.num_steps
-    taken = {(a.step, a.request_id) for a in scenario.accepts}
-    extra = {
-        (c.step, r.request_id): AcceptOverride(c.step, r.request_id, k)
-        for r in scenario.requests
-        for c in r.reasoning
-        if c.step < n and (c.step, r.request_id) not in taken
-    }
-    accepts = sorted(scenario.accepts + tuple(extra.values()), key=lambda a: (a.step, a.request_id))
-    return dataclasses.replace(scenario, accepts=tuple(accepts))
-
-
-def accept_scenarios() -> st.SearchStrategy[Scenario]:
-    """Speculative mode with many forced accept counts, every verify strategy and policy,
-    reasoning_status 1 excursions met by forced accepts, eos and max_dec_len inside
-    accepted drafts, S up to k."""
-    configs = engine_configs(k=st.integers(1, 4), naive_mode=False,
-                             num_model_steps=st.sampled_from((1, 2, 3, 4)),
-                             accept_policy=st.sampled_from(("normal", "accept_all", "normal", "reject_all")))
-    base = scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=14, max_accept_runs=3,
-                     lifetimes=("long", "mixed", "short"), max_eos=3, name="accept")
-    forced = st.tuples(base, st.sampled_from((False, True, True))).map(
-        lambda pair: validate(forcing_accepts_at_reasoning_changes(pair[0])) if pair[1] else pair[0]
-    )
-    return forced
-
-
-def seed_scenarios() -> st.SearchStrategy[Scenario]:
-    """Stochastic sampling (target_match, topp, NAIVE) at high entropy with seeds that wrap
-    around SEED_MODULUS within the run; several requests so swapped random streams show."""
-    configs = engine_configs(
-        verify_strategy=st.sampled_from(("target_match", "topp", "greedy")),
-        naive_mode=st.sampled_from((False, True)),
-        accept_policy=st.sampled_from(("normal", "reject_all")),  # every step samples
-    )
-
-    @st.composite
-    def build(draw: st.DrawFn) -> Scenario:
-        config = draw(configs)
-        return draw(scenarios(configs=st.just(config), max_requests=4, min_steps=2, max_steps=14,
-                              lifetimes=("long", "mixed"), aborts=False, reasoning=False,
-                              seed=seeds(config, 14), sampling=sampling_params(config, spread="random"),
-                              max_accept_runs=1, name="seeds"))
-
-    return build()
-
-
-def capacity_scenarios() -> st.SearchStrategy[Scenario]:
-    """max_num_seqs below the largest bucket (up to 16), queues longer than the slots,
-    buckets missing 1 or any size >= R (eager fallback), and no graphs at all."""
-    sizes = st.one_of(
-        st.sampled_from(((2, 8), (8,), (2, 16), (1, 2, 4, 8, 16), (4, 8), (16,), (3,), ())),
-        capture_size_sets(max_size=16),
-    ).flatmap(lambda s: st.permutations(s).map(tuple))
-    configs = engine_configs(capture_sizes=sizes, max_num_seqs=st.integers(1, 4))
-    return scenarios(configs=configs, min_requests=1, max_requests=7, min_steps=2, max_steps=14,
-                     lifetimes=("long", "short", "mixed"), max_accept_runs=1, name="capacity")
-
-
-def memory_scenarios() -> st.SearchStrategy[Scenario]:
-    """Long decode-only stretches of replays (memory must stay flat after the first replay)."""
-    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
-    return scenarios(configs=configs, max_requests=3, min_steps=3, max_steps=20, max_bursts=1,
-                     lifetimes=("long",), aborts=False, max_accept_runs=1, name="memory")
-
-
-def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
-    """Arrivals, aborts, exits on eos and max_dec_len, queueing and reasoning changes at any step."""
-    configs = engine_configs(max_num_seqs=st.integers(1, 4))
-    return scenarios(configs=configs, min_requests=2, max_requests=7, min_steps=3, max_steps=16,
-                     lifetimes=("short", "mixed", "long"), max_bursts=4, max_eos=4, max_accept_runs=1,
-                     name="lifecycle")
-
-
 __all__ = [
     "PRESET_CAPTURE_SIZES",
     "accept_overrides",
-    "accept_scenarios",
-    "address_scenarios",
     "accept_runs",
     "burst_steps",
-    "capacity_scenarios",
     "capture_size_sets",
     "engine_configs",
     "eos_ids",
-    "forcing_accepts_at_reasoning_changes",
     "event_steps",
-    "lifecycle_scenarios",
     "max_dec_lens",
-    "memory_scenarios",
-    "padding_scenarios",
     "prompts",
     "reasoning_changes",
     "reasoning_excursions",
@@ -594,7 +493,6 @@ __all__ = [
     "Script",
     "scenarios",
     "scripted_requests",
-    "seed_scenarios",
     "seeds",
     "toward",
 ]

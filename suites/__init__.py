@@ -1,10 +1,10 @@
 """The suites users run (``graphcheck run --suite NAME``, ``pytest tests/test_suites.py -k NAME``).
 
-A Suite is a focused scenario strategy plus the bug classes it targets
-(numbers of spec/bug-classes.md). Its property is always the same: the
-lockstep run of a drawn scenario has no failing divergence
-(``suites.properties.check``). ``SUITES`` is the registry, in run order;
-``all`` is the general strategy that mixes every dimension.
+A Suite is a focused scenario strategy (``suites/scenarios.py``) plus the bug
+classes it targets (numbers of spec/bug-classes.md). Its property is always the
+same: the lockstep run of a drawn scenario has no failing divergence
+(``suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
+is the general strategy that mixes every dimension.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Callable
 
 from hypothesis.strategies import SearchStrategy
 
-from graphcheck import strategies as gs
 from graphcheck.scenario import Scenario
+from suites import scenarios as sc
 
 
 @dataclass(frozen=True)
@@ -26,28 +26,24 @@ class Suite:
     bug_classes: tuple[int, ...]  # spec/bug-classes.md numbers it targets
 
 
-def _general() -> SearchStrategy[Scenario]:
-    return gs.scenarios(name="all")
-
-
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
         Suite("addresses", "static inputs keep their storage across replays of every bucket",
-              gs.address_scenarios, (1, 2, 12, 17)),
+              sc.address_scenarios, (1, 2, 12, 17)),
         Suite("padding", "batches shrink and grow across buckets: stale padded rows, holes, output slicing",
-              gs.padding_scenarios, (3, 4, 5, 11)),
+              sc.padding_scenarios, (3, 4, 5, 11)),
         Suite("accept", "forced accept patterns, verify strategies and policies, reasoning and eos rules",
-              gs.accept_scenarios, (5, 13, 16)),
+              sc.accept_scenarios, (5, 13, 16)),
         Suite("seeds", "per-request seeds advance by the right amount on every path and wrap the modulus",
-              gs.seed_scenarios, (8, 9, 10)),
+              sc.seed_scenarios, (8, 9, 10)),
         Suite("capacity", "max_num_seqs below the largest bucket, queues, missing buckets, no graphs",
-              gs.capacity_scenarios, (6, 7, 12)),
+              sc.capacity_scenarios, (6, 7, 12)),
         Suite("memory", "long replay stretches: memory stays flat after the first replay",
-              gs.memory_scenarios, (2, 14)),
+              sc.memory_scenarios, (2, 14)),
         Suite("lifecycle", "arrivals, aborts, exits and reasoning changes at any step, with queueing",
-              gs.lifecycle_scenarios, (3, 4, 15, 16)),
-        Suite("all", "the general strategy: every dimension mixed", _general, tuple(range(1, 18))),
+              sc.lifecycle_scenarios, (3, 4, 15, 16)),
+        Suite("all", "the general strategy: every dimension mixed", sc.general_scenarios, tuple(range(1, 18))),
     )
 }
 

@@ -1,7 +1,7 @@
 """``pytest suites/``: the Hypothesis profiles of tests/conftest.py, picked by HYPOTHESIS_PROFILE.
 
-Profiles already registered (by tests/conftest.py, when both folders are
-collected) are kept; the suites run with whichever profile is active.
+Registered unconditionally (Hypothesis ships a built-in "ci" profile of its own);
+keep these in step with tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -9,15 +9,10 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
-from hypothesis.errors import InvalidArgument
 
-_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
-
-for _name, _count in _EXAMPLES.items():
-    try:
-        settings.get_profile(_name)
-    except InvalidArgument:
-        settings.register_profile(
-            _name, max_examples=_count, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-        )
+settings.register_profile(
+    "ci", max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("dev", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -3,7 +3,8 @@
 ``initialize`` draws an EngineConfig and builds a Lockstep on an empty
 scenario. Rules add events for the current step t (``join``, ``abort``,
 ``reasoning``, ``force_accept``) or run it (``step``: the scenario grows to
-t + 1 steps, the Lockstep gets it and runs step t). The invariant: no failing
+t + 1 steps, the Lockstep gets it and runs step t; ``count`` > 1 repeats that for
+the following steps, with no new events in between). The invariant: no failing
 divergence so far. ``machine.scenario`` is valid after every rule, so a
 failure is one ``machine.scenario.to_json()`` away from a replayable file
 (``replayable()`` trims it to the steps that ran).
@@ -49,7 +50,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.scenario = validate(Scenario(config, (), (), num_steps=1, name="lifecycle-machine"))
         self.backend = backend_from_env()
         with single_threaded(self.backend):
-            self.lockstep = Lockstep(self.scenario, self.backend, faults=self.faults, engine_factory=type(self).engine_factory)
+            self.lockstep = Lockstep(
+                self.scenario, self.backend, faults=self.faults, engine_factory=type(self).engine_factory
+            )
 
     # ------------------------------------------------------------------ events for step t
     def _update(self, **changes: Any) -> None:
@@ -101,18 +104,22 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ running step t
     @precondition(lambda self: self.joined > 0)  # no idle steps before the first request
-    @rule()
-    def step(self) -> None:
-        t = self.t
-        self.lockstep.scenario = self.scenario
-        with single_threaded(self.backend):
-            self.lockstep.step(t)
-        self.t = t + 1
-        self._update(num_steps=self.t + 1)
-        records = self.lockstep.outcome.records["reference"]
-        if records and records[-1].step == t:
-            finished = {r.request_id for r in records[-1].result.requests if r.stopped}
-            self.live = [rid for rid in self.live if rid not in finished]
+    @rule(count=st.integers(1, 3))
+    def step(self, count: int) -> None:
+        """Run steps t .. t + count - 1 (no new events between them); stop at a failure."""
+        for _ in range(count):
+            t = self.t
+            self.lockstep.scenario = self.scenario
+            with single_threaded(self.backend):
+                ok = self.lockstep.step(t)
+            self.t = t + 1
+            self._update(num_steps=self.t + 1)
+            records = self.lockstep.outcome.records["reference"]
+            if records and records[-1].step == t:
+                finished = {r.request_id for r in records[-1].result.requests if r.stopped}
+                self.live = [rid for rid in self.live if rid not in finished]
+            if not ok:
+                return
 
     @invariant()
     def no_failing_divergence(self) -> None:

@@ -86,7 +86,9 @@ def assert_clean(outcome: CheckOutcome) -> None:
     assert outcome.clean, failure_message(outcome)
 
 
-def property_test(suite: Suite, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None) -> Callable[[], None]:
+def property_test(
+    suite: Suite, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None
+) -> Callable[[], None]:
     """A Hypothesis test (settings from the active profile) of ``suite``'s property."""
 
     def test(scenario: Scenario) -> None:

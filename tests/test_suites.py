@@ -27,7 +27,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from backends.engine import Engine
 from backends.engine.transfer import overwrite, release_slots
 from backends.graphs.kernels import kernel
-from graphcheck.scenario import Scenario, validate
+from graphcheck.scenario import SEED_MODULUS, EngineConfig, Scenario, validate
+from graphcheck.strategies import scenarios
 from suites import SUITES
 from suites.lifecycle_machine import LifecycleMachine
 from suites.properties import backend_from_env, check, property_test
@@ -56,6 +57,50 @@ def test_registry_is_well_formed() -> None:
         simplest = find(suite.strategy(), lambda _: True, settings=first)
         assert isinstance(simplest, Scenario) and validate(simplest) == simplest
         assert simplest.num_steps >= 2 and simplest.requests, "the simplest example must decode"
+
+
+def test_general_strategy_shrinks_to_the_simplest_scenario() -> None:
+    """What every failing example shrinks towards: one request decoding from step 0 for two
+    steps, greedy, k = 1, default sizes, no overrides, aborts or reasoning changes."""
+    first = settings(max_examples=1, phases=(Phase.generate,), database=None, deadline=None)
+    simplest = find(scenarios(), lambda _: True, settings=first)
+    assert simplest.config == EngineConfig(num_speculative_tokens=1, verify_strategy="greedy")
+    assert simplest.num_steps == 2 and len(simplest.requests) == 1 and simplest.accepts == ()
+    (request,) = simplest.requests
+    assert (request.arrival_step, request.abort_step, request.reasoning) == (0, None, ())
+    assert (request.temperature, request.top_p, request.top_k, request.seed) == (1.0, 1.0, 0, 0)
+    assert request.max_dec_len >= 2 * simplest.config.tokens_per_request  # outlives the run
+
+
+REACHABLE: dict[str, Callable[[Scenario], bool]] = {
+    "no graphs": lambda s: s.config.capture_sizes == (),
+    "max_num_seqs below the largest bucket": lambda s: s.config.max_num_seqs < max(s.config.capture_sizes, default=0),
+    "unsorted capture sizes": lambda s: list(s.config.capture_sizes) != sorted(s.config.capture_sizes),
+    "NAIVE": lambda s: s.config.naive_mode,
+    "TOPP with S = k > 1": lambda s: s.config.verify_strategy == "topp"
+    and s.config.num_model_steps == s.config.num_speculative_tokens > 1,
+    "a seed that wraps in the run": lambda s: any(r.seed > SEED_MODULUS - 4 * 5 * s.num_steps for r in s.requests),
+    "a burst after step 0": lambda s: any(
+        sum(r.arrival_step == t for r in s.requests) >= 2 for t in range(1, s.num_steps)
+    ),
+    "a request ending on max_dec_len mid-run": lambda s: any(
+        r.max_dec_len < s.num_steps - r.arrival_step - 1 and len(s.requests) > 1 for r in s.requests
+    ),
+    "an abort": lambda s: any(r.abort_step is not None and r.abort_step < s.num_steps for r in s.requests),
+    "reasoning 1 then back": lambda s: any(
+        [c.status for c in r.reasoning][:2] == [1, 0] for r in s.requests
+    ),
+    "all k drafts forced": lambda s: any(a.accepted == s.config.num_speculative_tokens for a in s.accepts),
+    "a prompt past the position table": lambda s: any(len(r.prompt) > 32 for r in s.requests),
+}
+
+
+@pytest.mark.parametrize("what", list(REACHABLE))
+def test_general_strategy_reaches(what: str) -> None:
+    config = settings(max_examples=2000, phases=(Phase.generate,), database=None, deadline=None,
+                      suppress_health_check=list(HealthCheck))
+    found = find(scenarios(), REACHABLE[what], settings=config, random=random.Random(0))
+    assert validate(found) == found
 
 
 # ---------------------------------------------------------------------------
