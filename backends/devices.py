@@ -5,21 +5,29 @@
 emulated graph runner, for machines without the hardware. ``cpu`` is always
 torch on the CPU with the emulated runner. ``xpu`` is PaddlePaddle on a Kunlun
 XPU place with Paddle's CUDAGraph runner, and with ``--emulate`` Paddle on the CPU
-with the emulated runner (``EmulatedRunner(PaddleOps())``). ``npu`` (torch_npu) is
-named but not implemented yet.
+with the emulated runner (``EmulatedRunner(PaddleOps())``). ``npu`` is torch with
+torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``backends.graphs.npu``);
+with ``--emulate`` it is torch on the CPU with that same runner driving the
+emulated NPU device module (``backends.graphs.npu_emulated``), so the runner's
+pool, task groups and update hook run too; reports name it ``npu-emulated``.
 
 User errors (an unknown name, a missing framework or device) raise
 :class:`UnknownBackend` or :class:`BackendUnavailable`, both
 :class:`BackendError`: their message is the whole story, for the CLI to print
 without a traceback. Frameworks are imported only when a backend needs them
-(paddle only for ``xpu`` and by :func:`available_backends`), and torch_npu never
-is (installing it without the Ascend toolkit breaks ``import torch``).
+(paddle only for ``xpu`` and by :func:`available_backends`). torch_npu is
+imported only by ``resolve("npu")`` (through ``backends.graphs.npu.load_npu_binding``)
+and by :func:`available_backends` when the Ascend toolkit is present: installing
+it without the toolkit breaks ``import torch``, so doctor then reads only its
+package metadata and the ``/dev/davinci*`` device nodes.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata
 import importlib.util
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -207,6 +215,103 @@ def _xpu_status() -> BackendStatus:
     return BackendStatus("xpu", "paddle", paddle.__version__, count > 0, "xpu", emulate, count > 0, note)
 
 
+NPU_EMULATE = "torch on cpu, npu runner on the emulated NPU module"
+_NPU_EMULATE_HINT = ("Pass --emulate to run the npu backend's torch path and NPUGraph runner on the CPU "
+                     "with the emulated NPU device module.")
+
+
+def _npu_binding() -> Any:
+    """torch_npu's binding through the seam in backends.graphs.npu, or BackendUnavailable."""
+    from .graphs import npu
+
+    try:
+        return npu.load_npu_binding()
+    except npu.NpuUnavailable as exc:
+        raise BackendUnavailable(
+            f"backend 'npu' needs torch_npu and the Ascend CANN toolkit: {exc}. {_NPU_EMULATE_HINT}"
+        ) from exc
+
+
+def _npu_runner_for(binding: Any) -> Callable[[], GraphRunner]:
+    def factory() -> GraphRunner:
+        from .graphs.npu import NpuGraphRunner
+
+        return NpuGraphRunner(binding)
+
+    return factory
+
+
+def _npu_emulated_runner() -> GraphRunner:
+    """The npu runner over a fresh emulated NPU module; one warm-up run (on the CPU it only costs time)."""
+    from .graphs.npu import NpuGraphRunner
+    from .graphs.npu_emulated import emulated_npu_binding
+
+    return NpuGraphRunner(emulated_npu_binding(), warmup_iters=1)
+
+
+def _resolve_npu(emulate: bool) -> Device:
+    torch = _load_torch("npu")
+    if emulate:
+        return Device(
+            name="npu",
+            framework="torch",
+            device="cpu",
+            runner_factory=_npu_emulated_runner,
+            description=(f"npu --emulate: torch {torch.__version__} on cpu, npu NPUGraph runner "
+                         "on the emulated NPU device module"),
+            emulated=True,
+        )
+    binding = _npu_binding()
+    if binding.module.device_count() == 0:
+        raise BackendUnavailable(f"backend 'npu' needs an Ascend NPU, but {binding.source} sees none "
+                                 f"(torch.npu.device_count() is 0). {_NPU_EMULATE_HINT}")
+    return Device(
+        name="npu",
+        framework="torch",
+        device=binding.device,
+        runner_factory=_npu_runner_for(binding),
+        description=f"npu: torch {torch.__version__}, {binding.source} on {binding.device}, NPUGraph runner",
+    )
+
+
+def _ascend_toolkit() -> str | None:
+    """The Ascend CANN toolkit folder, if one is set up (without it torch_npu cannot import)."""
+    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):
+        if os.environ.get(var) and os.path.isdir(os.environ[var]):
+            return os.environ[var]
+    default = "/usr/local/Ascend/ascend-toolkit/latest"
+    return default if os.path.isdir(default) else None
+
+
+def _davinci_nodes() -> list[str]:
+    """Ascend device nodes (/dev/davinci0, ...): present only with the NPU driver and a device."""
+    return sorted(p for p in glob.glob("/dev/davinci*") if p.removeprefix("/dev/davinci").isdigit())
+
+
+def _npu_status() -> BackendStatus:
+    version = _version("torch-npu", "torch_npu")
+    nodes = _davinci_nodes()
+    seen = f"{len(nodes)} Ascend device node(s) ({', '.join(nodes)})" if nodes else "no Ascend device (/dev/davinci*)"
+
+    def row(device: bool, usable: bool, note: str) -> BackendStatus:
+        return BackendStatus("npu", "torch_npu", version, device, "npu", NPU_EMULATE, usable, note)
+
+    if version is None and importlib.util.find_spec("torch_npu") is None:
+        return row(bool(nodes), False, f"torch_npu is not installed; {seen}; --emulate works (needs torch)")
+    if _ascend_toolkit() is None:
+        return row(bool(nodes), False, f"torch_npu {version} is installed, but no Ascend CANN toolkit was found "
+                   "(ASCEND_TOOLKIT_HOME, /usr/local/Ascend): not imported, since the import would fail; "
+                   f"{seen}; --emulate works")
+    try:
+        binding = _npu_binding()
+        count = int(binding.module.device_count())
+    except Exception as exc:  # BackendUnavailable, or a broken driver
+        return row(bool(nodes), False, f"{exc}; {seen}")
+    if count == 0:
+        return row(False, False, f"{binding.source} sees no NPU (device_count() is 0); --emulate works")
+    return row(True, True, f"{count} Ascend NPU(s) through {binding.source}; NPUGraph runner with task-group updates")
+
+
 def _no_gpu_reason(torch: Any) -> str:
     build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
     return f"torch {torch.__version__} ({build}) sees no CUDA device (torch.cuda.is_available() is False)"
@@ -241,12 +346,7 @@ def resolve(name: str, *, emulate: bool = False) -> Device:
         )
     if key == "xpu":
         return _resolve_xpu(emulate)
-    what = "Ascend NPU through torch_npu (NPUGraph)"  # key == "npu"
-    mode = " with --emulate" if emulate else ""
-    raise BackendUnavailable(
-        f"backend '{key}'{mode} ({what}) is not implemented yet; use 'cuda' or 'cpu' "
-        "(or 'cuda --emulate' on a machine without a GPU)"
-    )
+    return _resolve_npu(emulate)
 
 
 def available_backends() -> list[BackendStatus]:
@@ -271,7 +371,6 @@ def available_backends() -> list[BackendStatus]:
                       "torch on the CPU with the emulated graph runner" if has_torch else cuda_note),
         BackendStatus("cuda", "torch", torch_version, gpu, "cuda", "torch on cpu, emulated runner",
                       bool(gpu), cuda_note),
-        BackendStatus("npu", "torch_npu", _version("torch-npu", "torch_npu"), None, "npu", None, False,
-                      "not implemented yet (device not checked: importing torch_npu needs the Ascend toolkit)"),
+        _npu_status(),
         _xpu_status(),
     ]

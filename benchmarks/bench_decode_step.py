@@ -1,8 +1,11 @@
 """One steady decode step, eager vs graph replay, at 1 / 8 / 32 / 64 running requests, k = 3.
 
-Run: ``python3 -m pytest benchmarks/bench_decode_step.py`` (pytest-benchmark).
-Skipped without CUDA unless ``GRAPHCHECK_BENCH_CPU=1`` (then the CPU with the
-emulated runner, which replays kernel calls and so measures little).
+Run: ``graphcheck bench`` (or ``python3 -m pytest benchmarks/bench_decode_step.py``).
+The backend comes from ``GRAPHCHECK_BENCH_BACKEND`` (see benchmarks/conftest.py);
+torch backends only. Left unset on a machine without CUDA, it is skipped unless
+``GRAPHCHECK_BENCH_CPU=1``: the CPU with the emulated runner replays kernel calls
+one by one, so graph vs eager measures little there. Each bucket (running count)
+is one benchmark group: eager, and a graph replay per ``graph_scope``.
 
 Each round restores the engine to the same steady state (all requests decoding,
 drafts pending) outside the timed region, then times one ``Engine.step``: the
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+from typing import Any
 
 import pytest
 
@@ -23,22 +27,27 @@ from backends.engine import Engine  # noqa: E402
 from graphcheck.scenario import EngineConfig, RequestSpec  # noqa: E402
 from reference import make_weights  # noqa: E402
 
-RUNNING = (1, 8, 32, 64)
-MODES = ("eager", "graph-step", "graph-forward")
+QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
+RUNNING = (1, 8) if QUICK else (1, 8, 32, 64)
+MODES = ("eager", "graph-step", "graph-forward_sampling", "graph-forward")
+ROUNDS = 5 if QUICK else 30
 
 
-def _device() -> str:
-    if torch.cuda.is_available():
-        return "cuda"
-    if os.environ.get("GRAPHCHECK_BENCH_CPU") == "1":
-        return "cpu"
-    pytest.skip("needs a CUDA device (or GRAPHCHECK_BENCH_CPU=1 for the CPU)")
+@pytest.fixture(scope="module")
+def device(bench_device: Any) -> Any:
+    if bench_device.framework != "torch":
+        pytest.skip(f"the decode-step benchmark restores torch tensors; {bench_device.name} runs {bench_device.framework}")
+    asked = bool(os.environ.get("GRAPHCHECK_BENCH_BACKEND"))
+    if bench_device.device == "cpu" and not asked and os.environ.get("GRAPHCHECK_BENCH_CPU") != "1":
+        pytest.skip("needs a CUDA device (or GRAPHCHECK_BENCH_BACKEND=cpu / GRAPHCHECK_BENCH_CPU=1 for the CPU)")
+    return bench_device
 
 
 def _config(scope: str) -> EngineConfig:
+    largest = max(RUNNING)
     return EngineConfig(
-        max_num_seqs=64, num_speculative_tokens=3, num_model_steps=3,
-        capture_sizes=(1, 2, 4, 8, 16, 32, 64), vocab_size=512, hidden_size=32,
+        max_num_seqs=largest, num_speculative_tokens=3, num_model_steps=3,
+        capture_sizes=tuple(s for s in (1, 2, 4, 8, 16, 32, 64) if s <= largest), vocab_size=512, hidden_size=32,
         block_size=16, max_model_len=256, verify_strategy="target_match", graph_scope=scope, model_seed=1,
     )
 
@@ -54,14 +63,14 @@ def _requests(config: EngineConfig, running: int, eos: int) -> list[RequestSpec]
     ]
 
 
-def _quiet_eos(config: EngineConfig, running: int) -> int:
+def _quiet_eos(config: EngineConfig, running: int, device: Any) -> int:
     """An eos id no request emits in the warm-up and timed steps, so none stops.
 
     The eos id changes no token before a stop, so a dry eager run shows which ids to avoid.
     """
     eos = config.vocab_size - 1
     for _ in range(8):
-        dry = Engine(config, make_weights(config), device=_device(), use_graphs=False)
+        dry = Engine(config, make_weights(config), device=device, use_graphs=False)
         for spec in _requests(config, running, eos):
             dry.submit(spec)
         seen = set()
@@ -74,11 +83,11 @@ def _quiet_eos(config: EngineConfig, running: int) -> int:
     raise RuntimeError("no quiet eos id found")
 
 
-def _steady_engine(mode: str, running: int) -> tuple[Engine, int]:
+def _steady_engine(mode: str, running: int, device: Any) -> tuple[Engine, int]:
     scope = "step" if mode == "eager" else mode.removeprefix("graph-")
     config = _config(scope)
-    eos = _quiet_eos(config, running)
-    engine = Engine(config, make_weights(config), device=_device(), use_graphs=mode != "eager")
+    eos = _quiet_eos(config, running, device)
+    engine = Engine(config, make_weights(config), device=device, use_graphs=mode != "eager")
     for spec in _requests(config, running, eos):
         engine.submit(spec)
     for t in range(WARM_STEPS):
@@ -102,10 +111,8 @@ def _restore(engine: Engine, saved) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("running", RUNNING)
-def test_decode_step(benchmark, running, mode):
-    if _device() == "cpu":
-        torch.set_num_threads(1)  # tiny tensors: intra-op threads only add overhead
-    engine, t = _steady_engine(mode, running)
+def test_decode_step(benchmark, device, running, mode):
+    engine, t = _steady_engine(mode, running, device)
     saved = _snapshot(engine)
 
     def setup():
@@ -114,10 +121,14 @@ def test_decode_step(benchmark, running, mode):
             torch.cuda.synchronize()
 
     benchmark.group = f"decode step, {running} running"
-    benchmark.extra_info.update(running=running, mode=mode, device=engine.xp.device)
-    benchmark.pedantic(engine.step, args=(t, {}), setup=setup, rounds=30, warmup_rounds=3, iterations=1)
+    benchmark.extra_info.update(
+        kind="decode_step", running=running, mode=mode, backend=device.name, device=engine.xp.device,
+        runner=engine.runner.name if engine.runner is not None else "none",
+    )
+    benchmark.pedantic(engine.step, args=(t, {}), setup=setup, rounds=ROUNDS, warmup_rounds=3, iterations=1)
     info = engine.last_step_info
     assert info.num_running == running and info.real_bsz == running
     assert info.used_graph == (mode != "eager")
     if info.used_graph:
         assert info.bucket == min(s for s in engine.graphs if s >= running)
+        benchmark.extra_info["bucket"] = info.bucket

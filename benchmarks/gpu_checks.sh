@@ -3,27 +3,37 @@
 # machine with a CUDA device, torch, hypothesis, pytest, pytest-benchmark, rich and jinja2.
 #   benchmarks/gpu_checks.sh OUT_DIR [PROFILE]
 # GPU_CHECKS_TESTS selects the pytest run (default: the whole tests/ folder).
+# GPU_CHECKS_PARTS picks the parts (default "tests bench run faults"); GPU_CHECKS_PARTS=bench runs
+# only `graphcheck bench --backend cuda` (decode step per bucket, lockstep overhead vs its 2.0 target).
 # Writes pytest logs, benchmark JSON and graphcheck reports under OUT_DIR.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [PROFILE]}
 profile=${2:-ci}
 mkdir -p "$out"
+wants() { [[ " ${GPU_CHECKS_PARTS:-tests bench run faults} " == *" $1 "* ]]; }
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$out/gpu.txt"
 
+if wants tests; then
 echo "== tests (CUDA tests included)"
 python3 -m pytest ${GPU_CHECKS_TESTS:-tests} -q -p no:warnings -p no:cacheprovider 2>&1 | tail -n 15 | tee "$out/tests.txt"
+fi
 
-echo "== decode-step benchmark"
-python3 -m pytest benchmarks/bench_decode_step.py -q -p no:cacheprovider --benchmark-json="$out/bench.json" \
-    --benchmark-columns=median,iqr,rounds 2>&1 | tail -n 30 | tee "$out/bench.txt"
+if wants bench; then
+echo "== graphcheck bench --backend cuda (JSON in $out/bench/)"
+python3 -m graphcheck.cli bench --backend cuda --out "$out/bench" 2>&1 | tee "$out/bench.txt"
+echo "exit ${PIPESTATUS[0]}" | tee -a "$out/bench.txt"
+fi
 
+if wants run; then
 echo "== graphcheck run --backend cuda --profile $profile"
 python3 -m graphcheck.cli run --backend cuda --profile "$profile" --report-dir "$out/reports" --quiet 2>&1 \
     | tail -n 25 | tee "$out/run-clean.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
+fi
 fault_profile=${GPU_CHECKS_FAULT_PROFILE:-$profile}
+wants faults || exit 0
 for fault in $(python3 -c 'from backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
     echo "== graphcheck run --backend cuda --inject $fault"
     python3 -m graphcheck.cli run --backend cuda --profile "$fault_profile" --inject "$fault" \

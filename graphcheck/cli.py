@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from graphcheck import exitcodes
 from graphcheck.cli_errors import BACKENDS, BackendUnavailableError, UsageError
@@ -32,6 +32,10 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ go (default reports)")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file here")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--github", action=argparse.BooleanOptionalAction, default=None,
+        help="write a GitHub step summary and error annotations (default: on when GITHUB_ACTIONS=true)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +49,52 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=PROFILES, default="dev", help="dev (default), ci or thorough")
     run.add_argument("--steps", type=int, default=20, metavar="N", help="steps of the built-in demo scenarios (default 20)")
     run.add_argument("--keep-going", action="store_true", help="fuzz every suite even after a divergence")
+    run.add_argument(
+        "--database", metavar="PATH|redis://HOST:PORT/DB|none",
+        help="example database: failing scenarios saved and replayed first "
+        "(default $GRAPHCHECK_DATABASE, else .hypothesis/graphcheck)",
+    )
+    run.add_argument(
+        "-j", "--jobs", type=int, default=1, metavar="N",
+        help="N pytest-xdist workers, each fuzzing every suite with its own seed (seed .. seed+N-1); default 1, in process",
+    )
+    run.add_argument(
+        "--xdist-args", metavar="ARGS", default="",
+        help="extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args=\"--tx ssh=gpu1//python=python3\"",
+    )
     replay = sub.add_parser("replay", help="re-run one scenario file (or report folder) in lockstep")
     replay.add_argument("file", metavar="FILE.json")
     _backend_options(replay)
     sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
     sub.add_parser("faults", help="list the injectable engine faults")
+    _catalog_parser(sub)
+    _bench_parser(sub)
     return parser
+
+
+def _catalog_parser(sub: Any) -> None:
+    from graphcheck.catalog import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
+
+    catalog = sub.add_parser("catalog", help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline")
+    catalog.add_argument("--backend", default="cpu", help=f"one of {', '.join(BACKENDS)} (default cpu)")
+    catalog.add_argument("--emulate", action="store_true", help="run the backend's framework on the CPU with the emulated graph runner")
+    catalog.add_argument("--fault", action="append", metavar="NAME", help="benchmark only this fault; repeatable (default: every fault)")
+    catalog.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                         help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})")
+    catalog.add_argument("--shrink-budget", type=float, default=DEFAULT_SHRINK_S, metavar="SECONDS",
+                         help=f"shrinking seconds per detected fault (default {DEFAULT_SHRINK_S:g})")
+    catalog.add_argument("--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed draws the same examples (default 0)")
+    catalog.add_argument("--report-dir", default="reports", metavar="DIR", help="the catalog goes to DIR/catalog/ (default reports)")
+    catalog.add_argument("--quiet", action="store_true", help="no line per fault, only the table")
+
+
+def _bench_parser(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmarks: decode step eager vs graph, lockstep steps/s and checking overhead")
+    bench.add_argument("--backend", default="cpu", help=f"one of {', '.join(BACKENDS)} (default cpu)")
+    bench.add_argument("--emulate", action="store_true", help="run the backend's framework on the CPU with the emulated graph runner")
+    bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds: a smoke run, rough figures")
+    bench.add_argument("--out", metavar="DIR", help="where bench.json, summary.json and pytest.log go (default reports/bench/<run-id>)")
+    bench.add_argument("-k", dest="select", metavar="EXPR", help="only the benchmarks matching this pytest -k expression")
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -64,6 +108,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return commands.replay_command(args)
     if args.command == "doctor":
         return commands.doctor_command(args)
+    if args.command == "catalog":
+        return commands.catalog_command(args)
+    if args.command == "bench":
+        return commands.bench_command(args)
     return commands.faults_command(args)
 
 

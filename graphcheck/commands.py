@@ -13,7 +13,8 @@ from graphcheck import exitcodes
 from graphcheck.cli_errors import BackendUnavailableError, UsageError
 from graphcheck.console import make_console, outcome_line, summary_table
 from graphcheck.examples import demo_scenario
-from graphcheck.fuzz import FuzzResult, fuzz_suite, write_pending
+from graphcheck.database import DatabaseSpec, database_key
+from graphcheck.fuzz import FuzzResult, fuzz_suite, write_fuzz_summary, write_pending
 from graphcheck.lockstep import check_scenario
 from graphcheck.progress import RunProgress
 from graphcheck.records import CheckOutcome
@@ -75,6 +76,9 @@ class RunPlan:
     seed: int
     out_dir: Path
     run_id: str
+    database: DatabaseSpec = DatabaseSpec("none")
+    example_db: Any = None  # the opened Hypothesis ExampleDatabase, None for "none"
+    jobs: int = 1  # parallel workers (-j); each fuzzes every suite with its own seed
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -84,6 +88,12 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     examples = args.examples if args.examples is not None else PROFILE_EXAMPLES[args.profile]
     if not 1 <= examples <= 100_000:
         raise UsageError(f"--examples must be in [1, 100000], got {examples}")
+    jobs = getattr(args, "jobs", 1)
+    from graphcheck.parallel import check_options
+
+    check_options(jobs, getattr(args, "xdist_args", ""))
+    database = DatabaseSpec.parse(getattr(args, "database", None))
+    example_db = database.open()
     from graphcheck.report import new_run_id
 
     run_id = new_run_id()
@@ -92,7 +102,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         out_dir.mkdir(parents=True, exist_ok=False)
     except OSError as err:
         raise UsageError(f"cannot create report folder {out_dir}: {err.strerror or err}") from None
-    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id)
+    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id, database, example_db, jobs)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -104,8 +114,35 @@ def run_command(args: argparse.Namespace) -> int:
     console.print(
         f"graphcheck run {plan.run_id}: backend {plan.backend.name} ({plan.backend.description}), "
         f"seed {plan.seed}, {plan.examples} examples per suite"
-        + (f", injected: {', '.join(plan.faults)}" if plan.faults else "")
+        + (f", injected: {', '.join(plan.faults)}" if plan.faults else "") + f", {plan.database.describe()}"
     )
+    if plan.jobs > 1:
+        from graphcheck.parallel import run_parallel
+
+        outcomes, fuzzed = run_parallel(args, plan, console)
+    else:
+        from suites.properties import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
+
+        with single_threaded(plan.backend):
+            outcomes, fuzzed = _run_in_process(args, plan, console, pending)
+    elapsed = time.perf_counter() - started
+    pending.unlink(missing_ok=True)
+    paths = _write_reports(args, plan, outcomes, started_at, elapsed, fuzzed)
+    write_fuzz_summary(plan.out_dir / "fuzz.json", fuzzed, seed=plan.seed, jobs=plan.jobs, database=plan.database.describe())
+    console.print(summary_table(outcomes, fuzzed))
+    first = next((o.first for o in outcomes if not o.clean), None)
+    if first is not None:
+        console.print(f"[bold red]DIVERGENCE[/] {first.headline()}")
+    else:
+        console.print(f"[bold green]CLEAN[/] {len(outcomes)} scenarios checked, {sum(r.examples for r in fuzzed)} fuzzed examples, {elapsed:.1f}s")
+    console.print(f"report: {paths.index_html}")
+    return exitcodes.DIVERGENCE if first is not None else exitcodes.CLEAN
+
+
+def _run_in_process(
+    args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
+) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+    """``-j 1``: every suite with ``plan.seed`` in this process, then the demo scenarios."""
     outcomes: list[CheckOutcome] = []
     fuzzed: list[FuzzResult] = []
     with RunProgress(console, enabled=not args.quiet) as progress:
@@ -115,6 +152,7 @@ def run_command(args: argparse.Namespace) -> int:
             result = fuzz_suite(
                 suite.name, suite.strategy(), plan.backend, examples=plan.examples, seed=plan.seed,
                 faults=plan.faults, pending_path=pending, on_example=lambda s, o, n=suite.name: progress.example(n, o),
+                database=plan.example_db, database_key=database_key(suite.name, plan.backend, plan.faults),
             )
             fuzzed.append(result)
             if result.outcome is not None:
@@ -130,20 +168,13 @@ def run_command(args: argparse.Namespace) -> int:
                 outcome = check_scenario(scenario, plan.backend, faults=plan.faults)
                 progress.example(scenario.name, outcome)
                 outcomes.append(outcome)
-    elapsed = time.perf_counter() - started
-    pending.unlink(missing_ok=True)
-    paths = _write_reports(args, plan, outcomes, started_at, elapsed)
-    console.print(summary_table(outcomes, fuzzed))
-    first = next((o.first for o in outcomes if not o.clean), None)
-    if first is not None:
-        console.print(f"[bold red]DIVERGENCE[/] {first.headline()}")
-    else:
-        console.print(f"[bold green]CLEAN[/] {len(outcomes)} scenarios checked, {sum(r.examples for r in fuzzed)} fuzzed examples, {elapsed:.1f}s")
-    console.print(f"report: {paths.index_html}")
-    return exitcodes.DIVERGENCE if first is not None else exitcodes.CLEAN
+    return outcomes, fuzzed
 
 
-def _write_reports(args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], started_at: str, elapsed: float) -> Any:
+def _write_reports(
+    args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], started_at: str, elapsed: float,
+    fuzzed: list[FuzzResult] | None = None,
+) -> Any:
     from graphcheck.report import RunInfo, graphcheck_version, write_junit, write_report
 
     runner = next((o.runner for o in outcomes if o.runner != "none"), "none")
@@ -155,6 +186,13 @@ def _write_reports(args: argparse.Namespace, plan: RunPlan, outcomes: list[Check
     paths = write_report(outcomes, plan.out_dir, command=" ".join(args.argv), run_info=info)
     if getattr(args, "junit", None):
         write_junit(outcomes, Path(args.junit), info)
+    from graphcheck import github
+
+    if github.enabled(getattr(args, "github", None)):
+        github.publish(github.FinishedRun(
+            outcomes, info, paths, command=" ".join(args.argv), suites=github.suite_lines(fuzzed or ()),
+            ci=github.CiContext.from_env(),
+        ))
     return paths
 
 
@@ -199,3 +237,77 @@ def faults_command(args: argparse.Namespace) -> int:
 
     make_console().print(faults_table(FAULTS))
     return exitcodes.CLEAN
+
+
+def catalog_command(args: argparse.Namespace) -> int:
+    """Fuzz each fault until caught (or its budget), beside the peer-style baseline; exit 0 when all caught and the clean engine is clean."""
+    from backends.engine.faults import FAULTS
+
+    from graphcheck.catalog import CatalogSettings, run_catalog
+    from graphcheck.catalog_console import catalog_table, progress_line, totals_lines
+    from graphcheck.report.catalog import CatalogInfo, write_catalog
+
+    for option, value in (("--budget", args.budget), ("--shrink-budget", args.shrink_budget)):
+        if not 0 < value <= 86_400:
+            raise UsageError(f"{option} must be in (0, 86400] seconds, got {value:g}")
+    backend = resolve_backend(args.backend, args.emulate)
+    chosen = set(check_faults(args.fault)) if args.fault else set(FAULTS)
+    names = [name for name in FAULTS if name in chosen]  # registry order
+    out_dir = Path(args.report_dir) / "catalog"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create report folder {out_dir}: {err.strerror or err}") from None
+    console = make_console()
+    info = CatalogInfo(" ".join(args.argv), datetime.now(timezone.utc).isoformat(timespec="seconds"), bool(args.emulate))
+    settings = CatalogSettings(budget_s=args.budget, shrink_s=args.shrink_budget, seed=args.seed)
+    console.print(f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
+                  f"budget {args.budget:g}s + {args.shrink_budget:g}s shrink per fault, seed {args.seed}")
+    on_done = None if args.quiet else (lambda name, result: console.print(progress_line(name, result)))
+    result = run_catalog(names, backend, settings, out_dir, on_done=on_done)
+    from graphcheck.report import graphcheck_version
+
+    paths = write_catalog(result, out_dir, dataclasses.replace(info, version=graphcheck_version()))
+    console.print(catalog_table(result))
+    for line in totals_lines(result):
+        console.print(line)
+    console.print(f"report: {paths.index_html}")
+    return exitcodes.CLEAN if result.passed else exitcodes.DIVERGENCE
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run benchmarks/ under pytest-benchmark; exit 0 when the checking-overhead target is met, else 1."""
+    import importlib.util
+
+    from graphcheck.bench import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
+    from graphcheck.bench_console import decode_table, lockstep_table, verdict_line
+    from graphcheck.report import new_run_id
+    from graphcheck.timings import overhead_target
+
+    if not benchmarks_dir().is_dir():
+        raise UsageError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
+    if importlib.util.find_spec("pytest_benchmark") is None:
+        raise UsageError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
+    backend = resolve_backend(args.backend, args.emulate)
+    run_id = new_run_id()
+    out_dir = Path(args.out) if args.out else Path("reports") / "bench" / run_id
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create {out_dir}: {err.strerror or err}") from None
+    console = make_console()
+    console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
+    started = time.perf_counter()
+    rc, data = run_benchmarks(BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select))
+    summary = summarise(data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc)
+    extra = {"run_id": run_id, "command": " ".join(args.argv), "quick": bool(args.quick), "elapsed_s": time.perf_counter() - started}
+    path = write_summary(summary, out_dir, extra)
+    if rc != 0:
+        console.print(log_tail(out_dir), markup=False, highlight=False)
+    if summary.decode:
+        console.print(decode_table(summary))
+    if summary.lockstep:
+        console.print(lockstep_table(summary))
+    console.print(verdict_line(summary))
+    console.print(f"results: {path} (pytest-benchmark JSON: {out_dir / 'bench.json'}, log: {out_dir / 'pytest.log'})")
+    return exitcodes.CLEAN if summary.passed else exitcodes.DIVERGENCE

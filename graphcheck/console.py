@@ -57,10 +57,11 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
     table = Table(title="graphcheck doctor", title_justify="left")
     for column in ("backend", "framework", "version", "device", "graph runner", "--emulate uses", "usable", "note"):
         table.add_column(column, overflow="fold")
+    device = {True: "yes", False: "no", None: "not checked"}
     for s in statuses:
         table.add_row(
-            s.name, s.framework, s.framework_version or "not installed", "yes" if s.device_present else "no",
-            s.runner, s.emulate, "[green]yes[/]" if s.usable else "[red]no[/]", s.note,
+            s.name, s.framework, s.framework_version or "not installed", device[s.device_present],
+            s.runner, s.emulate or "-", "[green]yes[/]" if s.usable else "[red]no[/]", s.note,
         )
     return table
 

@@ -5,10 +5,19 @@ when one is found, lets it shrink that scenario to a minimal one. Before each
 scenario runs it is written to ``pending_path``, so an engine that takes the
 whole process down still leaves the failing scenario on disk. The same seed
 gives the same run: the draw order comes from a seeded ``random.Random``.
+
+With an example ``database`` (graphcheck.database), failing scenarios are saved
+under ``database_key`` and replayed before anything new is drawn, so a fault
+another process or an earlier run found is found again at the first example;
+the same seed then gives the same run for the same database contents.
+``hypothesis.find`` cannot do both (its seeded ``random`` switches the database
+off), so the search is a ``@given`` test of its own, seeded with ``@seed`` and
+given its settings, database included, after the seed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -16,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis.errors import NoSuchExample, Unsatisfiable
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_seed, settings
+from hypothesis.database import ExampleDatabase
+from hypothesis.errors import Unsatisfiable
 
 from graphcheck.lockstep import check_scenario
 from graphcheck.records import CheckOutcome
@@ -35,6 +45,20 @@ class FuzzResult:
     steps: int  # engine steps run, over all examples
     outcome: CheckOutcome | None
     elapsed_s: float
+    first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
+
+
+def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) -> None:
+    """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job)."""
+    entries = [
+        {
+            "suite": r.suite, "examples": r.examples, "steps": r.steps, "elapsed_s": round(r.elapsed_s, 3),
+            "first_failure_at": r.first_failure_at, "clean": r.outcome is None or r.outcome.clean,
+            "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
+        }
+        for r in results
+    ]
+    path.write_text(json.dumps({"run": run, "suites": entries}, indent=2) + "\n", encoding="utf-8")
 
 
 def write_pending(path: Path, scenario: Scenario) -> None:
@@ -47,6 +71,39 @@ def write_pending(path: Path, scenario: Scenario) -> None:
     os.replace(tmp, path)
 
 
+class _Diverged(Exception):
+    """Raised inside the search's test: the scenario it was given diverges."""
+
+
+def find_diverging(
+    strategy: Any, diverges: Callable[[Scenario], bool], config: settings, *, seed: int, database_key: bytes | None
+) -> Scenario | None:
+    """The minimal scenario of ``strategy`` that ``diverges``, or None when none is found.
+
+    Like ``hypothesis.find`` (and with its draw order for a seed), but keeping
+    ``config.database``: saved examples are replayed first, failing ones saved.
+    """
+    found: list[Scenario] = []
+
+    def search(scenario: Scenario) -> None:
+        if diverges(scenario):
+            found[:] = [scenario]
+            raise _Diverged
+
+    test: Any = given(strategy)(search)
+    # @seed also sets database=None; the settings applied after it put the database back.
+    test = config(hypothesis_seed(random.Random(seed).getrandbits(64))(test))
+    # The key find() sets too: without it Hypothesis would key on this function's source, shared by every search.
+    test._hypothesis_internal_database_key = database_key if config.database is not None else None
+    try:
+        test()
+    except _Diverged:
+        return found[0]
+    except Unsatisfiable:
+        return None
+    return None
+
+
 def fuzz_suite(
     name: str,
     strategy: Any,
@@ -57,10 +114,19 @@ def fuzz_suite(
     faults: Sequence[str] = (),
     pending_path: Path,
     on_example: ExampleHook | None = None,
+    database: ExampleDatabase | None = None,
+    database_key: bytes | None = None,
 ) -> FuzzResult:
-    """Search ``strategy`` for a diverging scenario; shrink it if found."""
+    """Search ``strategy`` for a diverging scenario; shrink it if found.
+
+    With ``database``, the examples saved under ``database_key`` are replayed
+    first and failing ones are saved there (a key is required then).
+    """
+    if database is not None and not database_key:
+        raise ValueError("fuzz_suite: a database needs a database_key")
     started = time.perf_counter()
     counts = {"examples": 0, "steps": 0}
+    first_failure: list[int] = []
 
     def diverges(scenario: Scenario) -> bool:
         write_pending(pending_path, scenario)
@@ -69,20 +135,25 @@ def fuzz_suite(
         counts["steps"] += outcome.steps_run
         if on_example is not None:
             on_example(scenario, outcome)
+        if not outcome.clean and not first_failure:
+            first_failure.append(counts["examples"])
         return not outcome.clean
 
     config = settings(
         max_examples=examples,
         deadline=None,
-        database=None,
+        database=database,
         derandomize=False,
         suppress_health_check=list(HealthCheck),
-        phases=(Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,  # the report is ours; no "Falsifying example" printout
+        print_blob=False,
+        phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
     )
-    try:
-        shrunk = find(strategy, diverges, settings=config, random=random.Random(seed))
-    except (NoSuchExample, Unsatisfiable):
+    shrunk = find_diverging(strategy, diverges, config, seed=seed, database_key=database_key)
+    if shrunk is None:
         return FuzzResult(name, counts["examples"], counts["steps"], None, time.perf_counter() - started)
     write_pending(pending_path, shrunk)
     outcome = check_scenario(shrunk, backend, faults=faults)
-    return FuzzResult(name, counts["examples"], counts["steps"], outcome, time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return FuzzResult(name, counts["examples"], counts["steps"], outcome, elapsed, first_failure[0] if first_failure else None)

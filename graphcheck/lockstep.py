@@ -8,32 +8,46 @@ right bucket and padding, and for memory growth. The run stops after the
 first step with a failing divergence: everything after it would only repeat
 the consequences.
 
-The harness talks to engines through the protocol the built-in engine
-implements (``submit``/``abort``/``step``, ``last_step_info``, ``graphs``,
-``buffer_tensors()``, ``memory_bytes()``); torch and paddle are imported only
-through ``backends``.
+The harness talks to engines only through the protocol of
+``graphcheck.adapter`` (an ``EngineFactory`` builds each ``EngineAdapter``:
+``submit``/``abort``/``step``, ``last_step_info``, ``graphs``,
+``buffer_tensors()``, ``memory_bytes()``, ``runner.name``, ``sizes.slots``);
+the built-in engine is its worked example (docs/adapters.md). torch and paddle
+are imported only through ``backends``.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Sequence
 
+from graphcheck.adapter import EngineAdapter, EngineFactory
 from graphcheck.diff import DiffState, Divergence, diff_steps
 from graphcheck.driver import apply_events
 from graphcheck.records import Binding, CheckOutcome, StepRecord
 from graphcheck.scenario import Scenario, StepResult
+from graphcheck.timings import LockstepTimings
 
-EngineFactory = Callable[..., Any]
+_UNTIMED = nullcontext()
 
 
 def _graph_label(kind: str, size: int) -> str:
     return f"{kind}[{size}]"
 
 
-def bindings_of(engine: Any, bucket: int) -> tuple[Binding, ...]:
-    """The static inputs of the graphs of ``bucket``, against the engine's current buffers."""
+def _unnamed(shape: tuple[int, ...], dtype: str) -> str:
+    return f"<unnamed {dtype}[{', '.join(str(n) for n in shape)}]>"
+
+
+def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
+    """The static inputs of the graphs of ``bucket``, against the engine's current buffers.
+
+    Named inputs are all reported; an unnamed one (a tensor the engine made
+    outside the graph without keeping it as a buffer) only once it is dead,
+    as ``<unnamed DTYPE[SHAPE]>``: the graph reads storage nobody owns.
+    """
     current = engine.buffer_tensors()
     graphs = engine.graphs[bucket]
     found = []
@@ -44,6 +58,9 @@ def bindings_of(engine: Any, bucket: int) -> tuple[Binding, ...]:
         dead = {inp.tensor_id for inp in graph.dead_inputs()}
         for inp in graph.static_inputs:
             if inp.name is None:
+                if inp.tensor_id in dead:
+                    found.append(Binding(_graph_label(kind, bucket), _unnamed(inp.shape, inp.dtype), inp.data_ptr,
+                                         None, False, inp.shape, inp.dtype))
                 continue
             ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
             found.append(
@@ -63,22 +80,32 @@ def expected_bucket(scenario: Scenario, real_bsz: int, has_prefill: bool) -> int
 class Lockstep:
     """Reference, eager engine and graph engine of one scenario, stepped together."""
 
-    def __init__(self, scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None):
+    def __init__(
+        self, scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None,
+        timings: LockstepTimings | None = None,
+    ):
+        """``timings``, when given, is filled with the seconds of each phase (graphcheck.timings)."""
         from backends.engine import Engine
         from reference import ReferenceDecoder, make_weights
 
         factory = engine_factory or Engine
         self.scenario = scenario
-        weights = make_weights(scenario.config)
-        self.reference = ReferenceDecoder(scenario.config, weights)
+        self.timings = timings
+        with self._phase("setup_harness"):
+            weights = make_weights(scenario.config)
+            self.reference = ReferenceDecoder(scenario.config, weights)
         self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults))
         self.eager = self.graph = None
         self._states = {"reference vs eager": DiffState(), "reference vs graph": DiffState()}
         self._memory_baseline: int | None = None
+        self._freed_seen: set[tuple[str, str]] = set()  # (graph, input) reported by _freed_inputs
+        self._emulated = bool(getattr(backend, "emulated", False))
         self._replays = 0
         try:
-            self.eager = factory(scenario.config, weights, device=backend, use_graphs=False, faults=faults)
-            self.graph = factory(scenario.config, weights, device=backend, use_graphs=True, faults=faults)
+            with self._phase("setup_eager"):
+                self.eager = factory(scenario.config, weights, device=backend, use_graphs=False, faults=faults)
+            with self._phase("setup_graph"):
+                self.graph = factory(scenario.config, weights, device=backend, use_graphs=True, faults=faults)
         except Exception as exc:  # a capture that fails is itself the finding
             self._fail("capture", 0, "engine construction", exc)
             return
@@ -93,25 +120,49 @@ class Lockstep:
                 if not self.step(t):
                     break
         self.outcome.elapsed_s = time.perf_counter() - started
+        if self.timings is not None:
+            self.timings.wall += self.outcome.elapsed_s
+            self.timings.steps += self.outcome.steps_run
+            self.timings.runs += 1
         return self.outcome
 
     def step(self, t: int) -> bool:
-        """Run step ``t`` on all three; False once a failing divergence was found."""
+        """Run step ``t`` on all three; False once a failing divergence was found.
+
+        Before the step, every captured graph is audited for static inputs whose
+        storage the engine has let go (each reported once). Replaying such a graph
+        reads freed memory: on a device that is an illegal access or a device-side
+        assert that poisons the whole process, so there the step is not run and the
+        freed input is the finding. The emulator keeps the storage, so the step runs
+        and shows what the stale read does.
+        """
+        freed = self._freed_inputs(t)
+        if freed:
+            self.outcome.divergences.extend(freed)
+            if not self._emulated:
+                return False
         results: dict[str, StepResult] = {}
         for source, decoder in (("reference", self.reference), ("eager", self.eager), ("graph", self.graph)):
             try:
-                apply_events(decoder, self.scenario, t)
-                results[source] = decoder.step(t, self.scenario.accept_overrides_at(t))
+                with self._phase(source):
+                    apply_events(decoder, self.scenario, t)
+                    results[source] = decoder.step(t, self.scenario.accept_overrides_at(t))
             except Exception as exc:
                 self._fail("crash", t, source, exc)
                 return False
         self.outcome.steps_run = t + 1
-        records = {s: self._record(s, t, r) for s, r in results.items()}
+        with self._phase("record"):
+            records = {s: self._record(s, t, r) for s, r in results.items()}
         for source, record in records.items():
             self.outcome.records[source].append(record)
-        found = self._diff(records)
+        with self._phase("diff"):
+            found = self._diff(records)
         self.outcome.divergences.extend(found)
         return not any(not d.ambiguous for d in found)
+
+    def _phase(self, name: str) -> AbstractContextManager[None]:
+        """Time the ``with`` body into ``timings.<name>``; a shared no-op when not timing."""
+        return self.timings.phase(name) if self.timings is not None else _UNTIMED
 
     # ------------------------------------------------------------------ records
     def _record(self, source: str, t: int, result: StepResult) -> StepRecord:
@@ -138,15 +189,32 @@ class Lockstep:
         return found
 
     def _address(self, rec: StepRecord) -> list[Divergence]:
-        return [
-            Divergence(
+        found = []
+        for b in rec.bindings:
+            if not b.stale or (b.graph, b.name) in self._freed_seen:
+                continue
+            if not b.alive:
+                self._freed_seen.add((b.graph, b.name))
+            found.append(Divergence(
                 "address", rec.step, b.name, "graph capture vs replay", hex(b.captured_ptr),
                 hex(b.current_ptr) if b.current_ptr is not None else None,
                 detail=f"{b.graph}: " + ("captured storage was freed" if not b.alive else "buffer rebound after capture; the graph reads the old storage"),
-            )
-            for b in rec.bindings
-            if b.stale
-        ]
+            ))
+        return found
+
+    def _freed_inputs(self, t: int) -> list[Divergence]:
+        """Static inputs of any captured graph whose storage is gone, before step ``t`` runs."""
+        found = []
+        for bucket in self.graph.graphs:
+            for b in bindings_of(self.graph, bucket):
+                if not b.alive and (b.graph, b.name) not in self._freed_seen:
+                    self._freed_seen.add((b.graph, b.name))
+                    found.append(Divergence(
+                        "address", t, b.name, "graph capture vs replay", hex(b.captured_ptr), None,
+                        detail=f"{b.graph}: captured storage was freed before this step; replaying the graph "
+                        "would read freed memory, so the step was not run",
+                    ))
+        return found
 
     def _shape(self, rec: StepRecord, eager: StepRecord) -> list[Divergence]:
         has_prefill = self.graph.last_step_info.has_prefill

@@ -45,14 +45,18 @@ class Cache:
             setattr(self, name, grown)
 
 
-def _attend(cache: Cache, x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray, start: int) -> np.ndarray:
-    """Write K/V for positions start..start+n-1 and return wrap(x + attention)."""
-    n = x.shape[0]
+def _attend(cache: Cache, x: np.ndarray, wqkv: np.ndarray, start: int) -> np.ndarray:
+    """Write K/V for positions start..start+n-1 and return wrap(x + attention).
+
+    ``wqkv`` is [wq | wk | wv]: the three projections are column blocks of one matmul.
+    """
+    n, h = x.shape
     end = start + n
     cache.ensure(end)
-    q = wrap(x @ wq)
-    cache.keys[start:end] = wrap(x @ wk)
-    cache.vals[start:end] = wrap(x @ wv)
+    qkv = wrap(x @ wqkv)
+    q = qkv[:, :h]
+    cache.keys[start:end] = qkv[:, h : 2 * h]
+    cache.vals[start:end] = qkv[:, 2 * h :]
     scores = (q @ cache.keys[:end].T) % 7 - 3
     causal = np.arange(end)[None, :] <= (start + np.arange(n))[:, None]
     attn = (scores * causal) @ cache.vals[:end]
@@ -69,7 +73,7 @@ def target_forward(w: Weights, cache: Cache, tokens: np.ndarray, start: int) -> 
     """Target hidden states of tokens at positions start.. (also kept in cache.hidden)."""
     tokens = np.asarray(tokens, dtype=np.int64)
     x = wrap(w.embed[tokens] + _pos_rows(w, start, len(tokens)))
-    return _attend(cache, x, w.wq, w.wk, w.wv, start)
+    return _attend(cache, x, w.qkv, start)
 
 
 def draft_forward(w: Weights, cache: Cache, tokens: np.ndarray, prev_hidden: np.ndarray, start: int) -> np.ndarray:
@@ -77,7 +81,7 @@ def draft_forward(w: Weights, cache: Cache, tokens: np.ndarray, prev_hidden: np.
     tokens = np.asarray(tokens, dtype=np.int64)
     g = wrap(np.asarray(prev_hidden, dtype=np.int64) @ w.draft_hidden)
     x = wrap(w.draft_embed[tokens] + g + _pos_rows(w, start, len(tokens)))
-    return _attend(cache, x, w.draft_wq, w.draft_wk, w.draft_wv, start)
+    return _attend(cache, x, w.draft_qkv, start)
 
 
 def _exact_lm_head(w: Weights, hidden: np.ndarray) -> np.ndarray:

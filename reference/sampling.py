@@ -37,8 +37,8 @@ def probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
 
 
 def _near(values: np.ndarray, threshold: float) -> bool:
-    """True when any compared float sits within EPS of its threshold."""
-    return bool(np.any(np.abs(np.asarray(values, dtype=np.float64) - threshold) < EPS))
+    """True when any compared float (a float64 array) sits within EPS of its threshold."""
+    return bool((np.abs(values - threshold) < EPS).any())
 
 
 def _first_at_least(c: np.ndarray, threshold: float) -> int | None:
@@ -76,13 +76,16 @@ def sample_u(logits: np.ndarray, temperature: float, top_p: float, top_k: int, u
 
     The chosen index never decreases as m grows, and m never decreases as the
     threshold grows, so the cuts at top_p +- EPS bound every cut in the window.
+    The walk depends on the threshold only through m, so it runs once per distinct cut.
     """
     order = rank_order(logits)
     k = len(order) if top_k <= 0 else min(top_k, len(order))
     kept = order[:k]
     p = probabilities(logits, temperature)[kept]
     c = np.cumsum(p / p.sum())
-    picks = [_walk(c, _kept_prefix(c, th), u) for th in (top_p, top_p - EPS, top_p + EPS)]
+    cuts = [_kept_prefix(c, th) for th in (top_p, top_p - EPS, top_p + EPS)]
+    walks = {m: _walk(c, m, u) for m in set(cuts)}
+    picks = [walks[m] for m in cuts]
     chosen = picks[0][0]
     ambiguous = picks[1][0] != picks[2][0] or any(amb for _, amb in picks)
     return int(kept[chosen]), ambiguous

@@ -38,6 +38,16 @@ class Weights:
         """lm_head as float64, for exact BLAS logits (see reference.model.logits_of)."""
         return self.lm_head.astype(np.float64)
 
+    @cached_property
+    def qkv(self) -> np.ndarray:
+        """[wq | wk | wv] side by side: one matmul projects q, key and val (reference.model)."""
+        return np.concatenate([self.wq, self.wk, self.wv], axis=1)
+
+    @cached_property
+    def draft_qkv(self) -> np.ndarray:
+        """[draft_wq | draft_wk | draft_wv] side by side, as ``qkv``."""
+        return np.concatenate([self.draft_wq, self.draft_wk, self.draft_wv], axis=1)
+
     def arrays(self) -> dict[str, np.ndarray]:
         """Name -> array, in draw order (handy for backends that upload them)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

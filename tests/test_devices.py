@@ -58,10 +58,23 @@ def test_missing_torch_is_reported_not_raised_as_import_error(monkeypatch):
             resolve(name, emulate=emulate)
 
 
-@pytest.mark.parametrize("emulate", [False, True])
-def test_npu_is_not_implemented_yet(emulate):
-    with pytest.raises(BackendUnavailable, match="not implemented yet"):
-        resolve("npu", emulate=emulate)
+def test_npu_without_torch_npu_suggests_emulate():
+    if devices.importlib.util.find_spec("torch_npu") is not None:
+        pytest.skip("torch_npu is installed here")
+    with pytest.raises(BackendUnavailable) as info:
+        resolve("npu")
+    message = str(info.value)
+    assert "torch_npu" in message and "--emulate" in message and "not implemented" not in message
+
+
+def test_npu_emulated_runs_torch_on_cpu_through_the_npu_runner():
+    pytest.importorskip("torch")
+    from backends.graphs.npu import NpuGraphRunner
+
+    device = resolve("npu", emulate=True)  # tests/test_npu.py covers the runner and the seam
+    assert (device.name, device.framework, device.device, device.emulated) == ("npu", "torch", "cpu", True)
+    runner = device.runner_factory()
+    assert isinstance(runner, NpuGraphRunner) and runner.name == "npu-emulated"
 
 
 def _no_xpu(monkeypatch):
@@ -129,7 +142,9 @@ def test_available_backends_tells_the_truth_about_xpu(monkeypatch):
 def test_available_backends_covers_every_backend():
     statuses = {s.name: s for s in available_backends()}
     assert list(statuses) == list(devices.BACKENDS)
-    assert statuses["npu"].usable is False
+    assert statuses["npu"].runner == "npu" and statuses["npu"].emulate is not None
+    if devices.importlib.util.find_spec("torch_npu") is None:
+        assert statuses["npu"].usable is False and statuses["npu"].framework_version is None
     assert statuses["xpu"].runner == "xpu" and statuses["xpu"].emulate is not None
     assert statuses["cuda"].runner == "cuda" and statuses["cpu"].runner == "emulated"
     try:

@@ -2,32 +2,64 @@
 
 For every fault: with the fault on, ``check_scenario`` fails and its FIRST
 failing divergence has the expected kind, step and tensor; with no fault the
-same scenario is clean. Scenarios are fixed (graphcheck.examples), so steps
-are asserted exactly.
+same scenario is clean. Scenarios are fixed (graphcheck.examples and the
+literals of tests/_fault_scenarios.py), so steps are asserted exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from _fault_scenarios import (
+    FAULT_SCENARIOS,
+    demo,
+    joiner,
+    long_prompt,
+    one_draft_substep,
+    reasoning_from_step_1,
+)
 from backends.devices import resolve
 from backends.engine import Engine
 from backends.engine.faults import (
+    CAPTURED_TEMPORARY_FREED,
     CLONE_HELD_PER_STEP,
+    DRAFT_PADDING_WRITES_KV,
+    DRAFT_SUBSTEPS_REPLAY_FIRST,
     FAULTS,
+    HOST_MAX_SEQ_LEN_BAKED,
+    HOST_SYNC_IN_CAPTURE,
     NAIVE_SEED_FROZEN,
     NUM_BUG_CLASSES,
+    OFFSETS_CUT_SHORT,
+    PHANTOM_REQUEST_BUCKET,
+    REASONING_RULE_SKIPPED_IN_GRAPH,
     REBIND_OUTPUT_OFFSETS,
+    SEED_ADVANCE_OUTSIDE_GRAPH,
+    SEED_INDEXED_BY_TOKEN,
+    SLOTS_SIZED_BY_MAX_NUM_SEQS,
     STALE_PADDING_ROWS,
+    UNSLICED_GRAPH_OUTPUT,
+    WARMUP_STATE_LEAKS,
     Fault,
     UnknownFault,
     check_faults,
     fault_on,
 )
 from graphcheck.examples import BUILTIN, demo_scenario, late_joiner, shrinking_batch
-from graphcheck.lockstep import Lockstep, check_scenario
-from graphcheck.scenario import GRAPH_SCOPES, Scenario
+from graphcheck.lockstep import Lockstep, bindings_of, check_scenario
+from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
 from reference import make_weights
+
+#: Every fault and its bug class (spec/bug-classes.md): at least one per class.
+REQUIRED = {
+    REBIND_OUTPUT_OFFSETS: 1, CAPTURED_TEMPORARY_FREED: 2, STALE_PADDING_ROWS: 3, DRAFT_PADDING_WRITES_KV: 4,
+    UNSLICED_GRAPH_OUTPUT: 5, PHANTOM_REQUEST_BUCKET: 6, SLOTS_SIZED_BY_MAX_NUM_SEQS: 7, NAIVE_SEED_FROZEN: 8,
+    SEED_ADVANCE_OUTSIDE_GRAPH: 9, SEED_INDEXED_BY_TOKEN: 10, OFFSETS_CUT_SHORT: 11, HOST_MAX_SEQ_LEN_BAKED: 12,
+    DRAFT_SUBSTEPS_REPLAY_FIRST: 13, CLONE_HELD_PER_STEP: 14, WARMUP_STATE_LEAKS: 15,
+    REASONING_RULE_SKIPPED_IN_GRAPH: 16, HOST_SYNC_IN_CAPTURE: 17,
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +68,20 @@ def cpu():
 
 
 def with_scope(scenario: Scenario, scope: str) -> Scenario:
-    import dataclasses
-
     return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, graph_scope=scope))
+
+
+#: Scenarios (as JSON, with the backend name) already seen clean without a fault: many faults share one.
+_SEEN_CLEAN: set[tuple[str, str]] = set()
 
 
 def first_failure(scenario: Scenario, backend, fault: str):
     """The headline divergence of ``scenario`` with ``fault`` on, after checking it is clean without."""
-    clean = check_scenario(scenario, backend)
-    assert clean.clean, [d.headline() for d in clean.failures]
+    key = (backend.name, scenario.to_json())
+    if key not in _SEEN_CLEAN:
+        clean = check_scenario(scenario, backend)
+        assert clean.clean, [d.headline() for d in clean.failures]
+        _SEEN_CLEAN.add(key)
     outcome = check_scenario(scenario, backend, faults=[fault])
     assert outcome.faults == (fault,)
     assert not outcome.clean, f"{fault} went undetected on {scenario.name}"
@@ -66,9 +103,13 @@ def test_registry_is_typed_and_documented() -> None:
 
 
 def test_required_faults_and_their_classes() -> None:
-    expected = {REBIND_OUTPUT_OFFSETS: 1, STALE_PADDING_ROWS: 3, NAIVE_SEED_FROZEN: 8, CLONE_HELD_PER_STEP: 14}
-    assert {name: FAULTS[name].bug_class for name in expected} == expected
+    assert {name: FAULTS[name].bug_class for name in REQUIRED} == REQUIRED
+    assert {f.bug_class for f in FAULTS.values()} == set(range(1, NUM_BUG_CLASSES + 1))
     assert REBIND_OUTPUT_OFFSETS == "rebind-output-offsets" and NAIVE_SEED_FROZEN == "naive-seed-frozen"
+
+
+def test_every_fault_has_its_scenario() -> None:
+    assert set(FAULT_SCENARIOS) == set(FAULTS)
 
 
 def test_unknown_fault_names_the_known_ones(cpu) -> None:
@@ -191,3 +232,209 @@ def test_memory_bytes_counts_every_tensor_the_engine_holds(cpu) -> None:
     engine.kept_inputs.clear()
     del engine.some_cache
     assert engine.memory_bytes() == base
+
+
+# --------------------------------------------------------------------------- class 2
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_captured_temporary_freed_is_a_freed_static_input(cpu, scope: str) -> None:
+    """The block-table copy each capture read died with the capture (reported before step 0); step 1 replays through it."""
+    first, outcome = first_failure(joiner(scope), cpu, CAPTURED_TEMPORARY_FREED)
+    assert (first.kind, first.step, first.tensor) == ("address", 0, "<unnamed int64[3, 8]>")
+    assert first.actual is None and "captured storage was freed" in first.detail
+    tokens = [d for d in outcome.failures if d.kind == "token" and d.pair == "eager vs graph"]
+    assert tokens and tokens[0].step == 1  # it attends through the capture-time tables (the sink)
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_a_clean_engine_has_no_unnamed_static_input(cpu, scope: str) -> None:
+    """bindings_of reports unnamed inputs once dead; the clean engine names every input it captures."""
+    config = with_scope(demo_scenario(), scope).config
+    engine = Engine(config, make_weights(config), device=cpu)
+    for graphs in engine.graphs.values():
+        for graph in graphs.all():
+            assert all(inp.name is not None for inp in graph.static_inputs)
+            assert not graph.dead_inputs()
+        assert not any(b.name.startswith("<unnamed") for b in bindings_of(engine, graphs.size))
+
+
+# --------------------------------------------------------------------------- class 4
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
+    """Step 1 packs r0's drafts into bucket 1's 3 rows; padding rows write r0's draft KV position 0."""
+    first, outcome = first_failure(joiner(scope), cpu, DRAFT_PADDING_WRITES_KV)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "draft_tokens", "eager vs graph", "r0"
+    )
+    assert not [d for d in outcome.failures if d.pair == "reference vs eager"]  # eager packs have no padding
+
+
+# --------------------------------------------------------------------------- class 5
+
+
+@pytest.mark.parametrize("scope", ["forward", "forward_sampling"])
+def test_unsliced_graph_output_hands_on_the_padded_rows(cpu, scope: str) -> None:
+    """Demo step 1: 6 real tokens in bucket 2 (8 rows); the outputs go on with all 8."""
+    first, outcome = first_failure(demo(scope), cpu, UNSLICED_GRAPH_OUTPUT)
+    assert (first.kind, first.step, first.tensor, first.pair) == ("shape", 1, "real_tokens", "eager vs graph")
+    assert (first.expected, first.actual) == (6, 8)
+
+
+def test_unsliced_graph_output_has_no_slice_in_scope_step(cpu) -> None:
+    assert check_scenario(demo("step"), cpu, faults=[UNSLICED_GRAPH_OUTPUT]).clean
+
+
+# --------------------------------------------------------------------------- class 6
+
+
+@pytest.mark.parametrize("scope", ["forward", "step"])
+def test_phantom_request_bucket_is_a_shape_divergence(cpu, scope: str) -> None:
+    """Step 1: r0 alone (R = 1) must replay bucket 1; the phantom request makes it 2."""
+    first, _ = first_failure(joiner(scope), cpu, PHANTOM_REQUEST_BUCKET)
+    assert (first.kind, first.step, first.tensor, first.expected, first.actual) == ("shape", 1, "bucket", 1, 2)
+
+
+# --------------------------------------------------------------------------- class 7
+
+
+def test_slots_sized_by_max_num_seqs_is_a_capacity_divergence(cpu) -> None:
+    """Demo: max_num_seqs 3, largest bucket 4: 5 slots needed, 4 allocated."""
+    first, _ = first_failure(demo(num_steps=2), cpu, SLOTS_SIZED_BY_MAX_NUM_SEQS)
+    assert (first.kind, first.step, first.tensor, first.expected, first.actual) == (
+        "shape", 0, "buffer capacity (slots)", 5, 4
+    )
+
+
+@pytest.mark.parametrize("scope", ["forward", "step"])
+def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, scope: str) -> None:
+    """max_num_seqs 2 with bucket 4: 3 slots for a 4-slot capture; the capture itself fails."""
+    base = late_joiner(scope, num_steps=2)
+    scenario = validate(dataclasses.replace(base, config=dataclasses.replace(base.config, capture_sizes=(1, 2, 4))))
+    first, outcome = first_failure(scenario, cpu, SLOTS_SIZED_BY_MAX_NUM_SEQS)
+    assert (first.kind, first.step, first.tensor) == ("capture", 0, "engine construction")
+    assert "size" in first.actual and outcome.steps_run == 0
+
+
+# --------------------------------------------------------------------------- class 9
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_seed_advance_outside_graph_freezes_the_seed_of_replays(cpu, scope: str) -> None:
+    first, outcome = first_failure(joiner(scope), cpu, SEED_ADVANCE_OUTSIDE_GRAPH)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "seed", 1, "infer_seed", "eager vs graph", "r0"
+    )
+    assert first.actual == outcome.records["graph"][0].result.by_id()["r0"].infer_seed  # no advance at all
+    assert not [d for d in outcome.failures if d.pair == "reference vs eager"]  # the eager advance is right
+
+
+# --------------------------------------------------------------------------- class 10
+
+
+def test_seed_indexed_by_token_swaps_random_streams(cpu) -> None:
+    """Demo step 1, the first decode step: rows of r1 (slot 1) draw with other slots' seeds.
+
+    Eager and graph paths share the bug, so the eager engine diverges first, whatever the scope.
+    """
+    first, outcome = first_failure(demo("step"), cpu, SEED_INDEXED_BY_TOKEN)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "accept_tokens", "reference vs eager", "r1"
+    )
+    assert not [d for d in outcome.failures if d.pair == "eager vs graph"]
+
+
+def test_seed_indexed_by_token_leaves_greedy_alone(cpu) -> None:
+    assert check_scenario(joiner("step", num_steps=6), cpu, faults=[SEED_INDEXED_BY_TOKEN]).clean
+
+
+# --------------------------------------------------------------------------- class 11
+
+
+def test_offsets_cut_short_loses_the_last_slot(cpu) -> None:
+    """Step 0 (eager, any scope): r0's prefill drafts with slot 0's end offset never written (0): no proposal."""
+    first, _ = first_failure(one_draft_substep("step"), cpu, OFFSETS_CUT_SHORT)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 0, "draft_tokens", "reference vs eager", "r0"
+    )
+    assert first.actual == (-1,)
+
+
+def test_offsets_cut_short_crashes_a_second_substep(cpu) -> None:
+    first, _ = first_failure(joiner("step"), cpu, OFFSETS_CUT_SHORT)
+    assert (first.kind, first.step, first.tensor) == ("crash", 0, "eager")
+
+
+# --------------------------------------------------------------------------- class 12
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> None:
+    """A 12-token prompt spans two KV blocks; graphs captured with the idle value attend over one."""
+    first, outcome = first_failure(long_prompt(scope), cpu, HOST_MAX_SEQ_LEN_BAKED)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "accept_tokens", "eager vs graph", "r0"
+    )
+    assert not [d for d in outcome.failures if d.pair == "reference vs eager"]  # exact per step when eager
+
+
+# --------------------------------------------------------------------------- class 13
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_draft_substeps_replay_first_repeats_substep_0(cpu, scope: str) -> None:
+    first, _ = first_failure(joiner(scope), cpu, DRAFT_SUBSTEPS_REPLAY_FIRST)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "draft_tokens", "eager vs graph", "r0"
+    )
+
+
+def test_draft_substeps_replay_first_needs_two_substeps(cpu) -> None:
+    assert check_scenario(one_draft_substep("forward"), cpu, faults=[DRAFT_SUBSTEPS_REPLAY_FIRST]).clean
+
+
+# --------------------------------------------------------------------------- class 15
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_warmup_state_leaks_into_the_first_replay(cpu, scope: str) -> None:
+    first, outcome = first_failure(joiner(scope), cpu, WARMUP_STATE_LEAKS)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "accept_tokens", "eager vs graph", "r0"
+    )
+    assert outcome.records["graph"][1].used_graph and not outcome.records["graph"][0].used_graph
+
+
+def test_warm_replay_puts_the_override_back(cpu) -> None:
+    config = late_joiner().config
+    host = lambda e: e.xp.to_host(e.buffers.accept_override).tolist()  # noqa: E731
+    clean = Engine(config, make_weights(config), device=cpu)
+    assert host(clean) == [-1] * clean.sizes.slots
+    leaky = Engine(config, make_weights(config), device=cpu, faults=[WARMUP_STATE_LEAKS])
+    assert host(leaky) == [config.num_speculative_tokens] * leaky.sizes.slots
+    assert leaky._override_host.tolist() == [-1] * leaky.sizes.slots  # the host mirror believes it is idle
+
+
+# --------------------------------------------------------------------------- class 16
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
+    """Step 1: reasoning_status 1 and a forced accept; eager rejects the draft, the graph takes it."""
+    first, outcome = first_failure(reasoning_from_step_1(scope), cpu, REASONING_RULE_SKIPPED_IN_GRAPH)
+    assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
+        "token", 1, "accept_tokens", "eager vs graph", "r0"
+    )
+    assert (len(first.expected), len(first.actual)) == (1, 2)
+
+
+# --------------------------------------------------------------------------- class 17
+
+
+@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+def test_host_sync_in_capture_fails_the_capture(cpu, scope: str) -> None:
+    first, outcome = first_failure(joiner(scope, num_steps=2), cpu, HOST_SYNC_IN_CAPTURE)
+    assert (first.kind, first.step, first.tensor) == ("capture", 0, "engine construction")
+    assert first.actual.startswith("HostSyncInCapture") and outcome.steps_run == 0

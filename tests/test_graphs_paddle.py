@@ -22,13 +22,7 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 from backends.devices import resolve  # noqa: E402
-from backends.engine.faults import (  # noqa: E402
-    CLONE_HELD_PER_STEP,
-    FAULTS,
-    NAIVE_SEED_FROZEN,
-    REBIND_OUTPUT_OFFSETS,
-    STALE_PADDING_ROWS,
-)
+from backends.engine.faults import FAULTS  # noqa: E402
 from backends.graphs import kernels  # noqa: E402
 from backends.graphs.base import CaptureError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
 from backends.graphs.emulated import EmulatedRunner  # noqa: E402
@@ -37,6 +31,9 @@ from backends.xp import make_ops  # noqa: E402
 from graphcheck.examples import demo_scenario, late_joiner, shrinking_batch  # noqa: E402
 from graphcheck.lockstep import check_scenario  # noqa: E402
 from graphcheck.scenario import GRAPH_SCOPES  # noqa: E402
+
+#: The scenario that shows each fault (tests/test_faults.py has the torch story per fault).
+from _fault_scenarios import FAULT_SCENARIOS  # noqa: E402
 
 xp = make_ops("paddle", "cpu")
 
@@ -445,15 +442,6 @@ def test_lockstep_demo_is_clean_on_xpu_emulate(xpu):
     assert outcome.clean, [d.headline() for d in outcome.failures]
     assert outcome.runner == "emulated" and outcome.steps_run == demo_scenario().num_steps
     assert any(r.used_graph for r in outcome.records["graph"])
-
-
-#: The scenario that shows each fault (tests/test_faults.py has the torch story per fault).
-FAULT_SCENARIOS = {
-    REBIND_OUTPUT_OFFSETS: lambda: late_joiner("forward_sampling"),
-    STALE_PADDING_ROWS: lambda: shrinking_batch("target_match", "step", num_steps=7),
-    NAIVE_SEED_FROZEN: lambda: demo_scenario(naive_mode=True, num_steps=3),
-    CLONE_HELD_PER_STEP: lambda: demo_scenario(num_steps=5),
-}
 
 
 def _candidates(name):

@@ -38,8 +38,10 @@ class BufferSizes:
     hidden: int
 
     @classmethod
-    def for_config(cls, config: EngineConfig) -> "BufferSizes":
-        slots = config.max_padded_reqs
+    def for_config(cls, config: EngineConfig, *, slots_by_max_num_seqs: bool = False) -> "BufferSizes":
+        """Sizes for ``config``; ``slots_by_max_num_seqs`` is the slots-sized-by-max-num-seqs
+        fault (``max_num_seqs + 1`` slots, too few once a capture size reaches max_num_seqs + 1)."""
+        slots = config.max_num_seqs + 1 if slots_by_max_num_seqs else config.max_padded_reqs
         k1 = config.tokens_per_request
         return cls(
             slots=slots,
@@ -133,9 +135,9 @@ SLOT_IDLE: dict[str, int | float | bool] = {
 assert set(SLOT_IDLE) == set(STATE_FIELDS)
 
 
-def allocate_buffers(xp, config: EngineConfig) -> EngineBuffers:
-    """Fresh buffers holding the idle values (every slot free)."""
-    s = BufferSizes.for_config(config)
+def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None) -> EngineBuffers:
+    """Fresh buffers holding the idle values (every slot free), sized ``sizes`` (default: for ``config``)."""
+    s = sizes or BufferSizes.for_config(config)
     B, K1, T, H = s.slots, s.tokens_per_req, s.max_tokens, s.hidden
     i64, f64 = xp.int64, xp.float64
     cache_rows = s.num_blocks * s.block_size

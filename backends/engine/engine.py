@@ -28,17 +28,31 @@ inputs are packed in place (padding rows inert); with ``step`` they are part of
 the step graph, packed with a capacity of G tokens. Both are exact.
 
 After capture every graph is replayed once on the idle buffers (FastDeploy's
-capture loop replays too): all rows are padding, so this writes only scratch
-rows and the sink block, and the graphs' outputs hold real data from then on.
+capture loop replays too), with the accept override forcing every draft
+accepted like FastDeploy's dummy run and put back afterwards: all rows are
+padding, so this writes only scratch rows and the sink block, and the graphs'
+outputs hold real data from then on.
 
 Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
 
 Faults (``backends.engine.faults``; all off unless injected) switch a real
-path here: rebind-output-offsets in ``_pack_target_eager``, stale-padding-rows
-in ``pack_target_inputs`` (eager refresh and step graph), naive-seed-frozen in
-``_sample_and_verify``, clone-held-per-step in ``_run_graphs``.
+path, here or in the kernel this module hands a keyword flag:
+
+* buffers and capture: slots-sized-by-max-num-seqs (``BufferSizes.for_config``),
+  captured-temporary-freed (``_attention_tables``, read by ``_capture_bucket``),
+  host-sync-in-capture (``_region_tokens``), warmup-state-leaks (``_warm_replay``);
+* graph policy and replay: phantom-request-bucket (``bucket_for``),
+  unsliced-graph-output and clone-held-per-step (``_run_graphs``),
+  draft-substeps-replay-first (``_repack_substep``);
+* packing: rebind-output-offsets (``_pack_target_eager``), stale-padding-rows
+  (``pack_target_inputs``), draft-padding-writes-kv and offsets-cut-short
+  (``pack_draft_inputs`` through ``_draft_pack_faults``);
+* forward, sampling and verify: host-max-seq-len-baked (``_target_forward``),
+  naive-seed-frozen, seed-indexed-by-token and reasoning-rule-skipped-in-graph
+  (``_sample_and_verify``), seed-advance-outside-graph (``_sample_and_verify``
+  and ``_run_eager``).
 """
 
 from __future__ import annotations
@@ -52,16 +66,35 @@ from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestS
 
 from backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from backends.engine.faults import (
+    CAPTURED_TEMPORARY_FREED,
     CLONE_HELD_PER_STEP,
+    DRAFT_PADDING_WRITES_KV,
+    DRAFT_SUBSTEPS_REPLAY_FIRST,
+    HOST_MAX_SEQ_LEN_BAKED,
+    HOST_SYNC_IN_CAPTURE,
     NAIVE_SEED_FROZEN,
+    OFFSETS_CUT_SHORT,
+    PHANTOM_REQUEST_BUCKET,
+    REASONING_RULE_SKIPPED_IN_GRAPH,
     REBIND_OUTPUT_OFFSETS,
+    SEED_ADVANCE_OUTSIDE_GRAPH,
+    SEED_INDEXED_BY_TOKEN,
+    SLOTS_SIZED_BY_MAX_NUM_SEQS,
     STALE_PADDING_ROWS,
+    UNSLICED_GRAPH_OUTPUT,
+    WARMUP_STATE_LEAKS,
     check_faults,
     fault_on,
 )
 from backends.engine.forward import draft_forward, target_forward
 from backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
-from backends.engine.sampling import RowParams, build_sampling_params, sample_tokens, topp_candidates
+from backends.engine.sampling import (
+    RowParams,
+    advance_infer_seed,
+    build_sampling_params,
+    sample_tokens,
+    topp_candidates,
+)
 from backends.engine.scheduler import Request, Scheduler, reasoning_status_at
 from backends.engine.transfer import (
     ADMIT_INT_COLUMNS,
@@ -101,7 +134,7 @@ class StepInfo:
     used_graph: bool
     real_bsz: int  # slot high-water mark R
     num_running: int
-    real_tokens: int  # target input tokens of the running requests
+    real_tokens: int  # target token rows the step handed on: its running requests' input tokens
     padded_tokens: int  # tokens the target forward processed (bucket * (k+1) in a graph)
     graph_scope: str
     has_prefill: bool = False
@@ -151,8 +184,8 @@ class Engine:
         self.device = device
         self.xp = make_ops(device.framework, device.device)
         self.weights = weights if isinstance(weights, EngineWeights) else EngineWeights.from_arrays(self.xp, weights)
-        self.sizes = BufferSizes.for_config(config)
-        self.buffers: EngineBuffers = allocate_buffers(self.xp, config)
+        self.sizes = BufferSizes.for_config(config, slots_by_max_num_seqs=self._fault(SLOTS_SIZED_BY_MAX_NUM_SEQS))
+        self.buffers: EngineBuffers = allocate_buffers(self.xp, config, self.sizes)
         self.scheduler = Scheduler(config)
         self.k1 = config.tokens_per_request
         self.num_model_steps = 0 if config.naive_mode else config.num_model_steps
@@ -163,6 +196,10 @@ class Engine:
         self.capture_order: list[int] = []  # capture sizes in the order they were captured
         self.last_step_info: StepInfo | None = None
         self._override_host = np.full(self.sizes.slots, -1, dtype=np.int64)
+        # Block-table columns the longest running request uses (host side, refreshed every
+        # step); 1 while every slot is idle, as during capture. Only the
+        # host-max-seq-len-baked fault hands it to a kernel.
+        self._span_blocks = 1
         # Per-step device snapshots the engine keeps; stays empty unless the
         # clone-held-per-step fault is on (memory_bytes counts it like any held tensor).
         self.kept_inputs: list[Any] = []
@@ -189,6 +226,7 @@ class Engine:
         self._sync_reasoning(running, t)
         self._write_overrides(running, overrides)
         self._grow_blocks(running)
+        self._span_blocks = max(len(r.blocks) for r in running)
 
         R = sched.high_water()
         real_tokens = sum(r.next_tokens for r in running)
@@ -199,7 +237,7 @@ class Engine:
             self._run_eager(R, real_tokens, rows)
             padded = real_tokens
         else:
-            self._run_graphs(bucket, R, real_tokens)
+            real_tokens = self._run_graphs(bucket, R, real_tokens)
             padded = bucket * self.k1
         self.last_step_info = StepInfo(
             t, bucket, bucket is not None, R, len(running), real_tokens, padded, cfg.graph_scope, has_prefill,
@@ -210,6 +248,8 @@ class Engine:
     # ------------------------------------------------------------------ introspection
     def bucket_for(self, real_bsz: int) -> int | None:
         """The smallest captured size >= R, or None (then the step runs eagerly)."""
+        if self._fault(PHANTOM_REQUEST_BUCKET):  # a padded request counted as real (vllm-ascend #14510)
+            real_bsz += 1
         fits = [s for s in self.graphs if s >= real_bsz]
         return min(fits) if fits else None
 
@@ -345,17 +385,58 @@ class Engine:
         return StepResult(t, tuple(sorted(results, key=lambda r: r.request_id)))
 
     # ------------------------------------------------------------------ the step pipeline
-    def _sample_and_verify(self, num_slots: int, num_rows: int, logits: Any) -> None:
+    def _sample_and_verify(self, num_slots: int, num_rows: int, logits: Any, *, graph_step: bool) -> None:
+        """Sampling params (and the seed advance), sampling and verify over ``num_rows`` output rows.
+
+        ``graph_step``: this runs on a replayed step (inside the graph, or after
+        the replay in scope forward) rather than an eager one.
+        """
         xp, buf, cfg = self.xp, self.buffers, self.config
-        # naive-seed-frozen: the NAIVE path lost the seed advance (it moved into the MTP-only op).
-        advance = not (cfg.naive_mode and self._fault(NAIVE_SEED_FROZEN))
-        params = RowParams(*build_sampling_params(xp, buf, num_slots, num_rows, cfg.seed_increment, advance))
+        # naive-seed-frozen: the NAIVE path lost the seed advance (it moved into the MTP-only op);
+        # seed-advance-outside-graph: the advance left the op (_run_eager does it, eager steps only).
+        frozen = cfg.naive_mode and self._fault(NAIVE_SEED_FROZEN)
+        advance = not frozen and not self._fault(SEED_ADVANCE_OUTSIDE_GRAPH)
+        params = RowParams(*build_sampling_params(
+            xp, buf, num_slots, num_rows, cfg.seed_increment, advance, seed_by_row=self._fault(SEED_INDEXED_BY_TOKEN),
+        ))
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, logits, params, cfg.max_candidate_len)
         else:
             greedy = cfg.verify_strategy == "greedy" and not cfg.naive_mode
             tokens, cand_ids, cand_len = sample_tokens(xp, logits, params, greedy), None, None
-        verify_drafts(xp, buf, tokens, cand_ids, cand_len, num_slots, cand_ids is not None, cfg.accept_policy)
+        reasoning_rule = not (graph_step and self._fault(REASONING_RULE_SKIPPED_IN_GRAPH))
+        verify_drafts(
+            xp, buf, tokens, cand_ids, cand_len, num_slots, cand_ids is not None, cfg.accept_policy,
+            reasoning_rule=reasoning_rule,
+        )
+
+    def _target_forward(self, num_tokens: int, num_rows: int, tables: Any) -> Any:
+        """The target forward over the packed buffers, attending through ``tables``."""
+        xp, buf, w = self.xp, self.buffers, self.weights
+        span = self._span_blocks if self._fault(HOST_MAX_SEQ_LEN_BAKED) else None  # a host int in the kernel
+        return target_forward(xp, w, buf, num_tokens, num_rows, self.config.block_size, tables=tables, span_blocks=span)
+
+    def _attention_tables(self) -> Any:
+        """The block tables the target's attention reads: the persistent buffer, updated in place.
+
+        captured-temporary-freed: a metadata builder returns a fresh copy
+        instead; whoever does not keep it lets it die (vllm-ascend #12599).
+        """
+        if self._fault(CAPTURED_TEMPORARY_FREED):
+            return snapshot(self.xp, self.buffers.block_tables)
+        return self.buffers.block_tables
+
+    def _draft_pack_faults(self) -> dict[str, bool]:
+        """Fault keywords of pack_draft_inputs (all False in a correct engine)."""
+        return {
+            "padding_writes_kv": self._fault(DRAFT_PADDING_WRITES_KV),
+            "offsets_cut_short": self._fault(OFFSETS_CUT_SHORT),
+        }
+
+    def _repack_substep(self, substep: int, *, graph_step: bool) -> bool:
+        """Whether draft substep ``substep`` packs its own inputs (always, but for the
+        draft-substeps-replay-first fault on graph steps: substeps >= 1 reuse substep 0's)."""
+        return substep == 0 or not graph_step or not self._fault(DRAFT_SUBSTEPS_REPLAY_FIRST)
 
     def _propose(self, num_slots: int, target_hidden: Any, *, exact: bool) -> None:
         """Draft preprocess, S substeps and postprocess as plain kernel calls.
@@ -375,7 +456,8 @@ class Engine:
         if first > 0:
             for s in range(S):
                 T = first if s == 0 else later
-                pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0)
+                if self._repack_substep(s, graph_step=not exact):
+                    pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults())
                 last_hidden, proposals = draft_forward(xp, w, buf, G, T, bs)
                 draft_update(xp, buf, last_hidden, proposals, G, s)
         draft_postprocess(xp, buf, G, S)
@@ -393,33 +475,42 @@ class Engine:
             buf.cu_seqlens_out, buf.batch_ids_out = fresh
 
     def _run_eager(self, R: int, tokens: int, rows: int) -> None:
-        xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
+        xp, buf, cfg = self.xp, self.buffers, self.config
         self._pack_target_eager(R, tokens)
-        hidden, logits = target_forward(xp, w, buf, tokens, rows, cfg.block_size)
-        self._sample_and_verify(R, rows, logits)
+        hidden, logits = self._target_forward(tokens, rows, self._attention_tables())
+        self._sample_and_verify(R, rows, logits, graph_step=False)
+        if self._fault(SEED_ADVANCE_OUTSIDE_GRAPH):  # host-driven advance, eager steps only
+            advance_infer_seed(xp, buf, R, cfg.seed_increment)
         update_model_status(xp, buf, R, cfg.naive_mode)
         if not cfg.naive_mode:
             self._propose(R, hidden, exact=True)
 
-    def _run_graphs(self, G: int, R: int, real_tokens: int) -> None:
+    def _run_graphs(self, G: int, R: int, real_tokens: int) -> int:
+        """Replay bucket ``G``'s graphs for a step of R slots; returns the target rows handed on.
+
+        Outputs are sliced to ``real_tokens`` (to the padded G*(k+1) under the
+        unsliced-graph-output fault); scope step hands nothing out of its graph.
+        """
         xp, buf, cfg = self.xp, self.buffers, self.config
         graphs = self.graphs[G]
         if self._fault(CLONE_HELD_PER_STEP):  # a per-step clone the engine keeps (FastDeploy #8061)
             self.kept_inputs.append(snapshot(xp, buf.seq_lens_this_time))
         if cfg.graph_scope == "step":
             graphs.target.replay()
-            return
+            return real_tokens
         self._pack_target_eager(G, G * self.k1)  # refresh the graph's inputs in place
         graphs.target.replay()
+        rows = G * self.k1 if self._fault(UNSLICED_GRAPH_OUTPUT) else real_tokens
         if cfg.graph_scope == "forward":
             hidden, logits = graphs.target.outputs
-            hidden = hidden[:real_tokens]
-            self._sample_and_verify(R, real_tokens, logits[:real_tokens])
+            hidden = hidden[:rows]
+            self._sample_and_verify(R, rows, logits[:rows], graph_step=True)
         else:
-            hidden = graphs.target.outputs[0][:real_tokens]
+            hidden = graphs.target.outputs[0][:rows]
         update_model_status(xp, buf, R, cfg.naive_mode)
         if not cfg.naive_mode:
             self._propose_with_graph(G, R, hidden)
+        return rows
 
     def _propose_with_graph(self, G: int, R: int, target_hidden: Any) -> None:
         xp, buf, S = self.xp, self.buffers, self.num_model_steps
@@ -427,7 +518,10 @@ class Engine:
         draft_preprocess(xp, buf, R, S)
         for s in range(S):
             # Substep s >= 1 replays the substep-0 graph with one token per active slot.
-            pack_draft_inputs(xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0)
+            if self._repack_substep(s, graph_step=True):
+                pack_draft_inputs(
+                    xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults()
+                )
             graph.replay()
             last_hidden, proposals = graph.outputs
             draft_update(xp, buf, last_hidden[:R], proposals[:R], R, s)
@@ -436,36 +530,67 @@ class Engine:
     # ------------------------------------------------------------------ capture
     def _capture_graphs(self) -> None:
         names = self.buffer_names()
-        scope = self.config.graph_scope
         for size in self.capture_sizes:  # descending, like FastDeploy's capture order
-            target = self.runner.capture(_region(f"{scope}[{size}]", lambda g=size: self._target_region(g)), names=names)
-            draft = None
-            if scope != "step" and not self.config.naive_mode:
-                draft = self.runner.capture(_region(f"draft[{size}]", lambda g=size: self._draft_region(g)), names=names)
-            self.graphs[size] = BucketGraphs(size, target, draft)
+            self.graphs[size] = self._capture_bucket(size, names)
             self.capture_order.append(size)
-        # Warm replay (FastDeploy's capture loop replays its decode iterations too): every
-        # slot is idle, so every row is padding: it writes only scratch rows and the sink
-        # block, leaves request state untouched, and gives each graph's outputs real data.
+        self._warm_replay()
+
+    def _capture_bucket(self, size: int, names: dict[int, str]) -> BucketGraphs:
+        scope = self.config.graph_scope
+        # The attention metadata is built outside the graph, like init_attention_metadata; under
+        # captured-temporary-freed it is a copy that dies when this frame returns.
+        tables = self._attention_tables()
+        target = self.runner.capture(
+            _region(f"{scope}[{size}]", lambda: self._target_region(size, tables)), names=names
+        )
+        draft = None
+        if scope != "step" and not self.config.naive_mode:
+            draft = self.runner.capture(_region(f"draft[{size}]", lambda: self._draft_region(size)), names=names)
+        return BucketGraphs(size, target, draft)
+
+    def _warm_replay(self) -> None:
+        """Replay every graph once on the idle buffers, as FastDeploy's capture loop replays its
+        decode iterations: every slot is idle, so every row is padding: it writes only scratch
+        rows and the sink block, leaves request state untouched, and gives each graph's outputs
+        real data from then on.
+
+        The dummy run accepts every draft (FastDeploy's accept_all_drafts) through the
+        override buffer, which is put back afterwards (not under warmup-state-leaks).
+        """
+        xp, buf = self.xp, self.buffers
+        accept_all = np.full(self.sizes.slots, self.config.num_speculative_tokens, dtype=np.int64)
+        overwrite(xp, buf.accept_override, xp.from_numpy(accept_all))
         for graphs in self.graphs.values():
             for graph in graphs.all():
                 graph.replay()
+        if not self._fault(WARMUP_STATE_LEAKS):  # the dummy-run value must not reach real steps
+            overwrite(xp, buf.accept_override, xp.from_numpy(self._override_host))
 
-    def _target_region(self, G: int) -> Any:
-        xp, buf, w, cfg = self.xp, self.buffers, self.weights, self.config
-        T = G * self.k1
+    def _region_tokens(self, G: int) -> int:
+        """Packed token rows of bucket G's graphs: the static capacity G*(k+1).
+
+        host-sync-in-capture sizes them from the device's seq_lens_this_time
+        instead: a host read inside the region, which a capture refuses.
+        """
+        if self._fault(HOST_SYNC_IN_CAPTURE):
+            return max(1, int(self.xp.to_host(self.buffers.seq_lens_this_time)[:G].sum()))
+        return G * self.k1
+
+    def _target_region(self, G: int, tables: Any) -> Any:
+        xp, buf, cfg = self.xp, self.buffers, self.config
+        T = self._region_tokens(G)
         if cfg.graph_scope == "step":
             pack_target_inputs(xp, buf, G, T, cfg.block_size, stale_padding=self._fault(STALE_PADDING_ROWS))
-            hidden, logits = target_forward(xp, w, buf, T, T, cfg.block_size)
-            self._sample_and_verify(G, T, logits)
+            hidden, logits = self._target_forward(T, T, tables)
+            self._sample_and_verify(G, T, logits, graph_step=True)
             update_model_status(xp, buf, G, cfg.naive_mode)
             if not cfg.naive_mode:
                 self._propose(G, hidden, exact=False)
             return ()
-        hidden, logits = target_forward(xp, w, buf, T, T, cfg.block_size)
+        hidden, logits = self._target_forward(T, T, tables)
         if cfg.graph_scope == "forward":
             return hidden, logits
-        self._sample_and_verify(G, T, logits)
+        self._sample_and_verify(G, T, logits, graph_step=True)
         return (hidden,)
 
     def _draft_region(self, G: int) -> Any:

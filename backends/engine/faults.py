@@ -24,6 +24,19 @@ REBIND_OUTPUT_OFFSETS = "rebind-output-offsets"
 STALE_PADDING_ROWS = "stale-padding-rows"
 NAIVE_SEED_FROZEN = "naive-seed-frozen"
 CLONE_HELD_PER_STEP = "clone-held-per-step"
+CAPTURED_TEMPORARY_FREED = "captured-temporary-freed"
+DRAFT_PADDING_WRITES_KV = "draft-padding-writes-kv"
+UNSLICED_GRAPH_OUTPUT = "unsliced-graph-output"
+PHANTOM_REQUEST_BUCKET = "phantom-request-bucket"
+SLOTS_SIZED_BY_MAX_NUM_SEQS = "slots-sized-by-max-num-seqs"
+SEED_ADVANCE_OUTSIDE_GRAPH = "seed-advance-outside-graph"
+SEED_INDEXED_BY_TOKEN = "seed-indexed-by-token"
+OFFSETS_CUT_SHORT = "offsets-cut-short"
+HOST_MAX_SEQ_LEN_BAKED = "host-max-seq-len-baked"
+DRAFT_SUBSTEPS_REPLAY_FIRST = "draft-substeps-replay-first"
+WARMUP_STATE_LEAKS = "warmup-state-leaks"
+REASONING_RULE_SKIPPED_IN_GRAPH = "reasoning-rule-skipped-in-graph"
+HOST_SYNC_IN_CAPTURE = "host-sync-in-capture"
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,18 @@ _CATALOG = (
         "scope step packs its own), at that replay or once a request beyond slot 0 runs",
     ),
     Fault(
+        CAPTURED_TEMPORARY_FREED,
+        2,
+        "the attention metadata the target forward reads (its block tables) comes from a builder that "
+        "returns a fresh copy of block_tables instead of the persistent buffer: each capture reads the copy "
+        "built for it, which the engine drops once the capture returns, so every replay attends through "
+        "freed storage holding the capture-time tables (all slots idle: the sink block)",
+        "vllm-ascend #12599 / #16168: the attention metadata builder returned clones; their memory was reused "
+        "between capture and replay (illegal memory access); flashinfer #5287",
+        "address (an unnamed int64 block-table copy: captured storage was freed) at the first replay; token "
+        "(eager vs graph) at the same step",
+    ),
+    Fault(
         STALE_PADDING_ROWS,
         3,
         "pack_target_inputs (eager before a replay, or inside the step graph) resets only the token ids, "
@@ -68,12 +93,96 @@ _CATALOG = (
         "stale rows map to KV of a request still decoding",
     ),
     Fault(
+        DRAFT_PADDING_WRITES_KV,
+        4,
+        "pack_draft_inputs maps the KV slot of its padding rows to slot 0's first cache row (block_tables[0, 0]) "
+        "instead of the sink: a graph's draft forward, packed to the bucket's token capacity, writes padding "
+        "KV over the draft cache of the request in slot 0 (eager packs have no padding rows)",
+        "tokenspeed #955: padded draft rows wrote draft KV into another request's pages",
+        "token (draft_tokens, eager vs graph) of the request in slot 0 at the first replay",
+    ),
+    Fault(
+        UNSLICED_GRAPH_OUTPUT,
+        5,
+        "_run_graphs (scopes forward / forward_sampling) hands the target graph's outputs on sliced to the "
+        "bucket's padded token count instead of the real one: sampling and verify (scope forward) and the "
+        "proposer take every padded row, and the step's real token count (StepInfo.real_tokens, the rows "
+        "handed on) is the padded one",
+        "FastDeploy #8061: the graph output must be sliced to real_token_num before sampling and the MTP",
+        "shape (real_tokens, eager vs graph) at the first replay with fewer real tokens than the bucket holds",
+    ),
+    Fault(
+        PHANTOM_REQUEST_BUCKET,
+        6,
+        "bucket_for counts one padded (phantom) request as real and picks the smallest capture size >= R + 1: "
+        "a batch that fills a bucket replays the next larger one, and a batch that fills the largest runs eagerly",
+        "vllm-ascend #14510: a padded request counted as real when choosing the graph",
+        "shape (bucket, policy vs graph engine) at the first decode step whose R equals a capture size",
+    ),
+    Fault(
+        SLOTS_SIZED_BY_MAX_NUM_SEQS,
+        7,
+        "BufferSizes gives every per-slot buffer max_num_seqs + 1 slots instead of "
+        "max(max_num_seqs, largest capture size) + 1, so a bucket larger than max_num_seqs indexes past them",
+        "vllm-ascend #16168: max_num_seqs 6, three MTP requests padded to 16: shape errors and out-of-bounds "
+        "writes",
+        "shape (buffer capacity (slots)) at step 0 when the largest capture size >= max_num_seqs + 1; where "
+        "the capture itself fails on the short buffers, capture (engine construction) at step 0",
+    ),
+    Fault(
         NAIVE_SEED_FROZEN,
         8,
         "build_sampling_params skips the in-place infer_seed advance in NAIVE mode (eager and graph "
         "paths alike): every step reuses the same random numbers",
         "FastDeploy #8061 review: the seed increment moved into the MTP op and the NAIVE path lost it",
         "seed (infer_seed) against the reference at the first NAIVE step a request runs",
+    ),
+    Fault(
+        SEED_ADVANCE_OUTSIDE_GRAPH,
+        9,
+        "the infer_seed advance is taken out of build_sampling_params and done as a separate kernel after "
+        "the sampling of eager steps only: replayed steps never advance it and reuse one random stream",
+        "FastDeploy #8061 (the (k+1)*4 increment had to move into the op the graph captures); Megatron-LM #5697 "
+        "(RNG offset frozen at capture)",
+        "seed (infer_seed, eager vs graph) at the first replay",
+    ),
+    Fault(
+        SEED_INDEXED_BY_TOKEN,
+        10,
+        "build_sampling_params takes each output row's base seed from infer_seed at the row's index instead "
+        "of at the row's slot (eager and graph alike): requests sample with each other's random streams",
+        "FastDeploy #7180: the curand state was offset by the token index instead of the request",
+        "token (accept_tokens, reference vs eager) at the first decode step with stochastic verification",
+    ),
+    Fault(
+        OFFSETS_CUT_SHORT,
+        11,
+        "pack_draft_inputs writes d_cu_seqlens with G entries instead of G + 1: the draft forward reads "
+        "d_cu_seqlens[G], the end of the last slot's rows, from an earlier pack (eager and graph alike)",
+        "FastDeploy #7180: cu_seqlens_q_output built with real_bsz entries, not real_bsz + 1",
+        "token (draft_tokens, reference vs eager) of the request in the last slot at the first step it drafts "
+        "(its slot looks empty: proposal -1); with num_model_steps >= 2 that -1 feeds the next substep's "
+        "embedding lookup: crash at the same step",
+    ),
+    Fault(
+        HOST_MAX_SEQ_LEN_BAKED,
+        12,
+        "the target forward attends over only as many block-table columns as the host's longest running "
+        "request needs (a Python int from the scheduler), not the static width: exact on eager steps, but "
+        "a graph freezes the capture-time value (one block: every slot idle)",
+        "vllm #20190 class: a Python int (max_seq_len, real_bsz, a token count) read inside the captured "
+        "region and frozen at capture",
+        "token (eager vs graph) at the first replay where a request's KV reaches past the first block",
+    ),
+    Fault(
+        DRAFT_SUBSTEPS_REPLAY_FIRST,
+        13,
+        "on graph steps, draft substeps >= 1 run the draft forward (the replayed substep-0 graph, or the step "
+        "graph's own substeps) without packing their one-token inputs: they read what substep 0 packed "
+        "(needs num_model_steps >= 2)",
+        "FastDeploy #8061: only the first draft substep may be captured; later substeps replay a graph built "
+        "for other inputs",
+        "token (draft_tokens, eager vs graph) at the first replay",
     ),
     Fault(
         CLONE_HELD_PER_STEP,
@@ -83,6 +192,32 @@ _CATALOG = (
         "FastDeploy #8061 (per-step clone of last_seq_lens_this_time kept alive); llama.cpp #25835 "
         "(+7.96 MiB per request)",
         "memory (memory_bytes) at the second graph replay",
+    ),
+    Fault(
+        WARMUP_STATE_LEAKS,
+        15,
+        "the warm replay after capture forces accept_override to accept all drafts (a dummy-run setting, "
+        "like FastDeploy's accept_all_drafts) and does not restore it, while the host mirror of the "
+        "override buffer still says -1, so the first real steps accept every draft",
+        "TensorRT-LLM #15775: dummy-run flags and probabilities survive capture into the first real replay",
+        "token (accept_tokens, eager vs graph) at the first replayed step",
+    ),
+    Fault(
+        REASONING_RULE_SKIPPED_IN_GRAPH,
+        16,
+        "verify_drafts on graph steps (inside the graph, or after the replay in scope forward) drops the "
+        "reasoning_status == 1 rule that rejects all drafts; eager steps keep it",
+        "FastDeploy verify rules: reasoning_status == 1 must reject all drafts",
+        "token (accept_tokens, eager vs graph) at the first replay where a request in reasoning_status 1 "
+        "would accept a draft",
+    ),
+    Fault(
+        HOST_SYNC_IN_CAPTURE,
+        17,
+        "the target region sizes its packed token count from the device's seq_lens_this_time (a host read, "
+        "xp.to_host) instead of the bucket's static capacity: capture refuses the sync",
+        "any .item() / .cpu() in a captured region (capture fails on device, or the value is frozen)",
+        "capture (engine construction) at step 0",
     ),
 )
 

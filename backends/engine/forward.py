@@ -32,12 +32,18 @@ def _write_kv(xp, k_cache, v_cache, rows, key, val):
     xp.index_put_(v_cache, rows, val)
 
 
-def _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size):
-    """``a_i = sum_{j <= pos_i} (((q_i . key_j) mod 7) - 3) * val_j`` per packed token."""
+def _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size, span_blocks=None):
+    """``a_i = sum_{j <= pos_i} (((q_i . key_j) mod 7) - 3) * val_j`` per packed token.
+
+    Keys come from the first ``span_blocks`` block-table columns (all of them when None).
+    """
     T, H = int(q.shape[0]), int(q.shape[1])
     width = int(block_tables.shape[1])
-    span = width * block_size
     blocks = xp.index_select(block_tables, slot, 0)  # [T, width]
+    if span_blocks is not None:
+        width = span_blocks
+        blocks = blocks[:, :width]
+    span = width * block_size
     blocks = xp.where(xp.unsqueeze(valid, 1), blocks, SINK_BLOCK)
     offsets = xp.reshape(xp.arange(block_size), (1, 1, block_size))
     rows = xp.reshape(xp.unsqueeze(blocks, 2) * block_size + offsets, (-1,))  # [T * span]
@@ -52,21 +58,30 @@ def _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_
     return xp.reshape(attn, (T, H))
 
 
-def _layer(xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, slot, position, valid, block_size):
+def _layer(xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, slot, position, valid, block_size,
+           span_blocks=None):
     q = wrap(xp, xp.int_matmul(x, wq))
     key = wrap(xp, xp.int_matmul(x, wk))
     val = wrap(xp, xp.int_matmul(x, wv))
     _write_kv(xp, k_cache, v_cache, slot_rows, key, val)
-    attn = _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size)
+    attn = _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size, span_blocks)
     return wrap(xp, x + attn)
 
 
 @kernel
-def target_forward(xp, w, buf, num_tokens: int, num_rows: int, block_size: int):
+def target_forward(
+    xp, w, buf, num_tokens: int, num_rows: int, block_size: int, *, tables=None, span_blocks: int | None = None
+):
     """Target layer over the first T packed tokens; writes target KV in place.
 
     Returns ``(hidden [T, H], logits [num_rows, V])``; output row r is the hidden
     state of packed token ``out_token_index[r]``.
+
+    Attention metadata: ``tables`` is the block table attention reads
+    (``buf.block_tables`` when None); ``span_blocks`` limits attention to the
+    first block-table columns (None: all). A correct engine passes the buffer
+    and None; the captured-temporary-freed and host-max-seq-len-baked faults
+    pass a per-step copy and a host-side count.
     """
     T = num_tokens
     ids, position = buf.ids[:T], buf.positions[:T]
@@ -76,8 +91,9 @@ def target_forward(xp, w, buf, num_tokens: int, num_rows: int, block_size: int):
     npos = int(w.pos.shape[0])
     x = wrap(xp, xp.index_select(w.embed, ids, 0) + xp.index_select(w.pos, xp.mod(position, npos), 0))
     hidden = _layer(
-        xp, x, w.wq_f64, w.wk_f64, w.wv_f64, buf.k_cache, buf.v_cache, buf.block_tables,
-        buf.slot_mapping[:T], slot, position, valid, block_size,
+        xp, x, w.wq_f64, w.wk_f64, w.wv_f64, buf.k_cache, buf.v_cache,
+        buf.block_tables if tables is None else tables, buf.slot_mapping[:T], slot, position, valid, block_size,
+        span_blocks,
     )
     out_hidden = xp.index_select(hidden, buf.out_token_index[:num_rows], 0)
     logits = xp.int_matmul(out_hidden, w.lm_head_f64)

@@ -108,7 +108,8 @@ def pack_target_inputs(
 
 @kernel
 def pack_draft_inputs(
-    xp, buf, target_hidden, num_slots: int, num_tokens: int, block_size: int, first_substep: bool
+    xp, buf, target_hidden, num_slots: int, num_tokens: int, block_size: int, first_substep: bool,
+    *, padding_writes_kv: bool = False, offsets_cut_short: bool = False,
 ) -> None:
     """Pack the draft model's inputs of one substep (README §5.5).
 
@@ -117,6 +118,12 @@ def pack_draft_inputs(
     the target hidden state of position q (packed target row ``cu_q[b] + j``).
     Substep s >= 1: one token per active slot, its last proposal with its last
     draft hidden state. ``target_hidden`` is only read on substep 0.
+
+    Fault switches (``backends.engine.faults``), both off in a correct engine:
+    ``padding_writes_kv`` (draft-padding-writes-kv) maps padding rows to slot
+    0's first KV row instead of the sink; ``offsets_cut_short``
+    (offsets-cut-short) writes ``d_cu_seqlens[:G]`` only, leaving the last
+    slot's end offset ``d_cu_seqlens[G]`` as an earlier pack wrote it.
     """
     G, T = num_slots, num_tokens
     n = buf.draft_seq_lens_this_time[:G]
@@ -135,6 +142,13 @@ def pack_draft_inputs(
     xp.assign_(buf.d_ids, slice(0, T), xp.where(valid, token, PAD_TOKEN))
     xp.assign_(buf.d_positions, slice(0, T), xp.where(valid, position, 0))
     xp.assign_(buf.d_batch_ids, slice(0, T), xp.where(valid, slot, -1))
-    xp.assign_(buf.d_slot_mapping, slice(0, T), slot_mapping(xp, buf.block_tables, slot, position, valid, block_size))
+    mapping = slot_mapping(xp, buf.block_tables, slot, position, valid, block_size)
+    if padding_writes_kv:  # fault: padding rows land in slot 0's cache, not the sink (tokenspeed #955)
+        first_row = xp.take2d(buf.block_tables, xp.zeros((T,), xp.int64), xp.zeros((T,), xp.int64)) * block_size
+        mapping = xp.where(valid, mapping, first_row)
+    xp.assign_(buf.d_slot_mapping, slice(0, T), mapping)
     xp.assign_(buf.d_prev_hidden, slice(0, T), xp.where(xp.unsqueeze(valid, 1), hidden, 0))
-    xp.assign_(buf.d_cu_seqlens, slice(0, G + 1), cu)
+    if offsets_cut_short:  # fault: G entries, not G + 1 (FastDeploy #7180)
+        xp.assign_(buf.d_cu_seqlens, slice(0, G), cu[:G])
+    else:
+        xp.assign_(buf.d_cu_seqlens, slice(0, G + 1), cu)

@@ -32,26 +32,46 @@ def running_mask(xp, buf, num_slots):
     return xp.logical_and(xp.gt(buf.seq_lens_this_time[:num_slots], 0), xp.logical_not(buf.stop_flags[:num_slots]))
 
 
+def _advance_seed(xp, buf, num_slots, increment):
+    G = num_slots
+    xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
+
+
 @kernel
-def build_sampling_params(xp, buf, num_slots: int, num_rows: int, increment: int, advance_seed: bool = True):
+def build_sampling_params(
+    xp, buf, num_slots: int, num_rows: int, increment: int, advance_seed: bool = True, *, seed_by_row: bool = False
+):
     """Expand per-slot sampling params to rows; advance ``infer_seed`` in place.
 
-    ``advance_seed`` is False only under the naive-seed-frozen fault.
+    ``advance_seed`` is False only under the naive-seed-frozen and
+    seed-advance-outside-graph faults; ``seed_by_row`` (seed-indexed-by-token)
+    takes a row's base seed from ``infer_seed[row]`` instead of its slot's.
     """
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
     slot = xp.where(valid, owner, 0)
     local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
-    base = xp.index_select(buf.infer_seed, slot, 0)
+    seed_index = xp.clip(xp.arange(N), 0, int(buf.infer_seed.shape[0]) - 1) if seed_by_row else slot
+    base = xp.index_select(buf.infer_seed, seed_index, 0)
     seed = xp.where(valid, add_mod(xp, base, xp.maximum(local, 0) * 4), 0)
     top_p = xp.where(valid, xp.index_select(buf.top_p, slot, 0), 1.0)
     top_k = xp.where(valid, xp.index_select(buf.top_k, slot, 0), 0)
     temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
 
     if advance_seed:
-        xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
+        _advance_seed(xp, buf, G, increment)
     return seed, top_p, top_k, temperature
+
+
+@kernel
+def advance_infer_seed(xp, buf, num_slots: int, increment: int) -> None:
+    """The seed advance of :func:`build_sampling_params` on its own.
+
+    Only the seed-advance-outside-graph fault calls it (after eager steps):
+    a correct engine advances inside the op a graph captures.
+    """
+    _advance_seed(xp, buf, num_slots, increment)
 
 
 def probabilities(xp, logits, temperature):

@@ -46,13 +46,16 @@ def _rows_of(xp, values, index):
 
 @kernel
 def verify_drafts(
-    xp, buf, tokens, cand_ids, cand_len, num_slots: int, use_candidates: bool, accept_policy: str
+    xp, buf, tokens, cand_ids, cand_len, num_slots: int, use_candidates: bool, accept_policy: str,
+    *, reasoning_rule: bool = True,
 ) -> None:
     """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
 
     ``tokens`` [rows]: the strategy's phase-2 token per output row (greedy,
     sample or topp_sample). ``cand_ids`` / ``cand_len``: TOPP candidates (when
-    ``use_candidates``), else unused.
+    ``use_candidates``), else unused. ``reasoning_rule`` is False only under
+    the reasoning-rule-skipped-in-graph fault: reasoning_status 1 then no
+    longer rejects the drafts.
     """
     G = num_slots
     K1 = int(buf.draft_tokens.shape[1])
@@ -76,7 +79,9 @@ def verify_drafts(
     override = xp.unsqueeze(buf.accept_override[:G], 1)
     decision = xp.where(xp.ge(override, 0), xp.lt(cols, override), match)
 
-    phase1 = xp.logical_and(xp.eq(buf.seq_lens_encoder[:G], 0), xp.ne(buf.reasoning_status[:G], 1))
+    phase1 = xp.eq(buf.seq_lens_encoder[:G], 0)
+    if reasoning_rule:
+        phase1 = xp.logical_and(phase1, xp.ne(buf.reasoning_status[:G], 1))
     if accept_policy == "reject_all":
         phase1 = xp.full((G,), False, xp.bool)
     has_draft = xp.lt(cols, xp.unsqueeze(n, 1) - 1)

@@ -1,8 +1,11 @@
 """Device graph runners: capture a region of kernel calls, replay it, audit its static inputs.
 
-``base`` holds the interface, ``kernels`` the ``@kernel`` decorator, ``emulated``
-the CPU emulation and ``cuda`` torch CUDA graphs (import it only for the cuda
-backend). Importing this package imports no framework.
+``base`` holds the interface, ``kernels`` the ``@kernel`` decorator (and
+``HostParam``), ``emulated`` the CPU emulation, ``warmup`` what the device
+runners share, ``cuda`` torch CUDA graphs, ``npu`` torch_npu NPUGraph (with
+``npu_emulated``, its device module on the CPU) and ``xpu`` Paddle graphs on
+Kunlun; import a device runner only for its backend. Importing this package
+imports no framework.
 """
 
 from .base import (
@@ -15,7 +18,7 @@ from .base import (
     StaticInput,
 )
 from .emulated import EmulatedRunner
-from .kernels import host_sync, kernel
+from .kernels import HostParam, host_sync, kernel
 
 __all__ = [
     "CaptureError",
@@ -23,6 +26,7 @@ __all__ = [
     "EscapedOpError",
     "Graph",
     "GraphRunner",
+    "HostParam",
     "HostSyncInCapture",
     "PoisonedTensorError",
     "StaticInput",

@@ -9,7 +9,9 @@ exactly as the engine does with its capture buckets.
 Warmup runs the region for real. To keep the emulator's contract that a
 capture leaves no side effects, the runner snapshots every pre-existing
 storage a kernel touches during warmup (a kernel observer sees the arguments)
-and copies the snapshots back after capture, then synchronises.
+and copies the snapshots back after capture, then synchronises (the warm-up
+and capture observers are shared with the other device runners:
+:mod:`backends.graphs.warmup`).
 
 During capture a kernel observer records each kernel's arguments for the
 static-input table and refuses :func:`~backends.graphs.kernels.host_sync`; a
@@ -28,9 +30,10 @@ import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, HostSyncInCapture, StaticInputTable, iter_tensors
+from .base import Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .torch_ops import TorchOps
+from .warmup import ArgRecorder, region_label, restore, warm_up
 
 
 class CudaGraph(Graph):
@@ -54,39 +57,6 @@ class CudaGraph(Graph):
         return not self._storage_refs[i].expired()
 
 
-class _Snapshotter:
-    """KernelObserver for warmup: snapshot each pre-existing storage before its first touch."""
-
-    def __init__(self, ops: TorchOps, snapshots: dict[int, Any]) -> None:
-        self.ops, self.snapshots = ops, snapshots
-        self.state: CaptureState | None = None
-
-    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        assert self.state is not None
-        for t in iter_tensors((args, kwargs), self.ops.is_tensor):
-            key = self.ops.storage_key(t)
-            if key not in self.state.region.storages and key not in self.snapshots:
-                self.snapshots[key] = self.ops.snapshot(t)
-        return fn(*args, **kwargs)
-
-    def on_host_sync(self, what: str) -> None:
-        raise HostSyncInCapture(f"host sync '{what}' inside a graph-captured region (warmup)")
-
-
-class _ArgRecorder:
-    """KernelObserver for the capture itself: run each kernel, record its arguments."""
-
-    def __init__(self, table: StaticInputTable, label: str) -> None:
-        self.table, self.label = table, label
-
-    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        self.table.add_call_args((args, kwargs))
-        return fn(*args, **kwargs)
-
-    def on_host_sync(self, what: str) -> None:
-        raise HostSyncInCapture(f"host sync '{what}' inside graph capture ({self.label})")
-
-
 class CudaGraphRunner(GraphRunner):
     """Graph runner on ``torch.cuda.CUDAGraph`` with one shared memory pool."""
 
@@ -106,7 +76,7 @@ class CudaGraphRunner(GraphRunner):
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> CudaGraph:
         torch, ops = self.torch, self.ops
-        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
+        label = region_label(next(self._count), fn)
         with torch.cuda.device(self.device):
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
@@ -119,23 +89,18 @@ class CudaGraphRunner(GraphRunner):
                 table = StaticInputTable(ops, state.region, names)
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self._pool, stream=side):
-                    with kernels.observing(_ArgRecorder(table, label)), ops.capture_hooks(state):
+                    with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
                         outputs = fn()
             finally:
-                for snap in snapshots.values():
-                    ops.restore(snap)
+                restore(ops, snapshots)
                 torch.cuda.synchronize()
         return CudaGraph(graph, outputs, table, ops, label)
 
     def _warm_up(self, fn: Callable[[], Any], side: Any, snapshots: dict[int, Any], label: str) -> None:
         torch = self.torch
-        snapshotter = _Snapshotter(self.ops, snapshots)
         try:
             with torch.cuda.stream(side):
-                for i in range(self.warmup_iters):
-                    snapshotter.state = CaptureState(f"{label}, warmup {i + 1}", check_escapes=False)
-                    with kernels.observing(snapshotter), self.ops.capture_hooks(snapshotter.state):
-                        fn()
+                warm_up(fn, self.ops, self.warmup_iters, label, snapshots)
         finally:
             torch.cuda.current_stream().wait_stream(side)
 

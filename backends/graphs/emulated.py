@@ -25,6 +25,11 @@ semantics a real capture would:
 
 Everything framework specific sits behind an ``ops`` object (``torch_ops.TorchOps``
 for torch CPU tensors); a Paddle variant supplies its own.
+
+:meth:`EmulatedRunner.capture` takes a region callable. A device module that
+opens and closes captures by hand (the emulated NPU module's ``capture_begin``
+/ ``capture_end``) uses :class:`EmulatedCapture` instead, and patches a
+recorded call's host values with :meth:`EmulatedGraph.reissue` (a task update).
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ import dataclasses
 import enum
 import itertools
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Mapping, Protocol
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
 from . import kernels
 from .capture_state import CaptureState
@@ -217,6 +223,19 @@ class EmulatedGraph(Graph):
                 )
             ops.copy_into(o, n)
 
+    def reissue(self, index: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        """Task update: recorded call ``index`` takes the host values of a re-issued call.
+
+        The re-issued call must be the same kernel on the same tensors (same
+        storage and offset); its other arguments replace the frozen ones.
+        """
+        call = self._calls[index]
+        if fn is not call.fn:
+            raise CaptureError(f"task update re-issued {getattr(fn, '__qualname__', fn)} over {call.name} ({self.label})")
+        where = f"task update of {call.name} ({self.label})"
+        call.args = _merge(call.args, args, self._ops, where)
+        call.kwargs = _merge(call.kwargs, kwargs, self._ops, where)
+
     def held_storages(self) -> dict[int, Any]:
         """Storage key -> a tensor on it, for memory the graph alone keeps alive."""
         held = {self._ops.storage_key(t): t for t in self._owned}
@@ -226,7 +245,75 @@ class EmulatedGraph(Graph):
         return held
 
 
+def _merge(recorded: Any, issued: Any, ops: TensorOps, where: str) -> Any:
+    """``recorded`` with every non-tensor leaf taken from ``issued`` (same structure, same tensors)."""
+    if ops.is_tensor(recorded):
+        if not ops.is_tensor(issued) or ops.data_ptr(issued) != ops.data_ptr(recorded):
+            raise CaptureError(f"{where}: a tensor argument is not the captured one (a task update keeps addresses)")
+        return recorded
+    if isinstance(recorded, (tuple, list)) and not isinstance(issued, str):
+        if type(issued) is not type(recorded) or len(issued) != len(recorded):
+            return _leaf(recorded, issued, ops, where)
+        items = [_merge(r, i, ops, where) for r, i in zip(recorded, issued)]
+        if isinstance(recorded, list):
+            return items
+        return type(recorded)(*items) if hasattr(recorded, "_fields") else type(recorded)(items)
+    if isinstance(recorded, dict) and isinstance(issued, dict) and recorded.keys() == issued.keys():
+        return {k: _merge(v, issued[k], ops, where) for k, v in recorded.items()}
+    if dataclasses.is_dataclass(recorded) and not isinstance(recorded, type) and type(issued) is type(recorded):
+        clone = copy.copy(recorded)
+        for f in dataclasses.fields(recorded):
+            object.__setattr__(clone, f.name, _merge(getattr(recorded, f.name), getattr(issued, f.name), ops, where))
+        return clone
+    return _leaf(recorded, issued, ops, where)
+
+
+def _leaf(recorded: Any, issued: Any, ops: TensorOps, where: str) -> Any:
+    """A host value: the issued one, frozen; it must hold no tensor the capture did not record."""
+    if any(True for _ in iter_tensors(issued, ops.is_tensor)):
+        raise CaptureError(f"{where}: the re-issued call's arguments do not match the captured structure")
+    return rebuild(issued, ops, lambda t: t)
+
+
 # --------------------------------------------------------------------------- the runner
+
+
+class EmulatedCapture:
+    """One emulated capture, opened and closed by hand.
+
+    :meth:`recording` installs the recorder (as the kernel observer, or with
+    ``as_device`` as the device recorder that a runner's own observer
+    launches kernels through, see :func:`~backends.graphs.kernels.launch`) and
+    the framework's capture hooks, and on the way out restores every storage
+    the region touched. :meth:`finish` turns the recording into a graph.
+    """
+
+    def __init__(self, runner: "EmulatedRunner", label: str, names: Mapping[int, str] | None = None) -> None:
+        self.runner, self.label = runner, label
+        self.state = CaptureState(label, check_escapes=True)
+        self.table = StaticInputTable(runner.ops, self.state.region, names)
+        self.recorder = _Recorder(runner.ops, self.state, self.table)
+
+    @property
+    def calls_recorded(self) -> int:
+        return len(self.recorder.calls)
+
+    @contextmanager
+    def recording(self, *, as_device: bool = False) -> Iterator[None]:
+        ops = self.runner.ops
+        slot = kernels.device_recording if as_device else kernels.observing
+        try:
+            with slot(self.recorder), ops.capture_hooks(self.state):
+                yield
+        finally:
+            with ops.bookkeeping():
+                for snap in self.recorder.snapshots.values():
+                    ops.restore(snap)
+
+    def finish(self, outputs: Any) -> "EmulatedGraph":
+        """The graph of what was recorded; call after :meth:`recording` ended without error."""
+        return self.runner._finish(self.label, self.recorder, outputs)
+
 
 
 class EmulatedRunner(GraphRunner):
@@ -245,21 +332,14 @@ class EmulatedRunner(GraphRunner):
         self._tokens: set[int] = set()  # poison tokens of graphs not yet replayed
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> EmulatedGraph:
-        ops = self.ops
-        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
-        state = CaptureState(label, check_escapes=True)
-        table = StaticInputTable(ops, state.region, names)
-        recorder = _Recorder(ops, state, table)
-        try:
-            with kernels.observing(recorder), ops.capture_hooks(state):
-                outputs = fn()
-        finally:
-            with ops.bookkeeping():
-                for snap in recorder.snapshots.values():
-                    ops.restore(snap)
-        graph = self._finish(label, recorder, outputs)
-        self._graphs.add(graph)
-        return graph
+        capture = self.open_capture(f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})", names)
+        with capture.recording():
+            outputs = fn()
+        return capture.finish(outputs)
+
+    def open_capture(self, label: str, names: Mapping[int, str] | None = None) -> EmulatedCapture:
+        """A capture to drive by hand (see :class:`EmulatedCapture`)."""
+        return EmulatedCapture(self, label, names)
 
     def _finish(self, label: str, recorder: _Recorder, outputs: Any) -> EmulatedGraph:
         """Swap pre-existing tensors for aliases and poison what the region allocated."""
@@ -292,11 +372,13 @@ class EmulatedRunner(GraphRunner):
         token = ops.mark_poisoned(list(owned.values()), label) if owned else None
         if token is not None:
             self._tokens.add(token)
-        return EmulatedGraph(
+        graph = EmulatedGraph(
             label=label, ops=ops, calls=calls, outputs=outputs, table=table, region=region,
             aliases=[a for a in aliases.values() if a[0] >= 0], owned=list(owned.values()),
             poison_token=token,
         )
+        self._graphs.add(graph)
+        return graph
 
     def memory_bytes(self) -> int:
         """Bytes of storage held alive by this runner's graphs (deduplicated)."""

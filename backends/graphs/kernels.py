@@ -13,19 +13,37 @@ outermost kernel call of each nesting is routed through
 ``observer.run_kernel(fn, args, kwargs)``; the observer runs it, records it,
 or both. Host synchronisations go through :func:`host_sync`, which the
 observer may refuse.
+
+Two additions serve devices and ops that a CUDA-style capture does not cover:
+
+* :class:`HostParam`: a host-side kernel argument (a Python value such as a
+  list of sequence lengths) that a device graph bakes into the captured task.
+  The kernel always receives its current value; an observer that defines
+  ``run_host_param_kernel`` also learns which arguments were host parameters
+  (the npu runner re-issues those tasks before every replay).
+* :func:`launch`: how a runner's observer issues a kernel call. It is a plain
+  call unless a software device (the emulated NPU module) installed a *device
+  recorder* with :class:`device_recording`, because a CPU cannot capture device
+  work on a stream the way ACL or CUDA do.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, TypeVar, Union
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class KernelObserver(Protocol):
-    """Installed by a graph runner while it captures a region."""
+    """Installed by a graph runner while it captures a region.
+
+    An observer may also define ``run_host_param_kernel(fn, args, kwargs,
+    slots)``: then kernel calls with :class:`HostParam` arguments go there
+    instead, with the values already read and ``slots`` saying where they sat.
+    """
 
     def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """Run (and possibly record) one outermost kernel call; return its result."""
@@ -34,13 +52,54 @@ class KernelObserver(Protocol):
         """Called before a device-to-host transfer; raise to refuse it."""
 
 
+@dataclass(frozen=True)
+class HostParam:
+    """A host-side kernel argument that a device graph bakes into the captured task.
+
+    Some device ops take plain host values, not tensors (the fused attention
+    of torch_npu takes ``actual_seq_lengths`` as a Python list). A captured
+    graph keeps the value the op saw at capture: a CUDA graph and the emulated
+    runner replay it stale; torch_npu can patch it through a task update,
+    which the npu runner issues before every replay. Pass a ``HostParam`` as a
+    top-level argument of a kernel call; the kernel receives ``read()``, the
+    value now, eagerly and while being captured alike.
+    """
+
+    name: str
+    read: Callable[[], Any]
+
+
+#: Where a host parameter sat in a kernel call: (position or keyword, the parameter).
+HostSlot = tuple[Union[int, str], HostParam]
+
+
 class _State(threading.local):
     def __init__(self) -> None:
         self.observer: KernelObserver | None = None
         self.depth = 0
+        self.device: KernelObserver | None = None  # a software device's recorder, see launch()
 
 
 _state = _State()
+
+
+def _host_slots(args: tuple, kwargs: dict) -> tuple[HostSlot, ...]:
+    slots: list[HostSlot] = [(i, a) for i, a in enumerate(args) if isinstance(a, HostParam)]
+    slots += [(k, v) for k, v in kwargs.items() if isinstance(v, HostParam)]
+    return tuple(slots)
+
+
+def with_host_values(args: tuple, kwargs: dict, slots: tuple[HostSlot, ...],
+                     values: dict[str, Any] | None = None) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with each host slot set to ``values[name]`` (default: ``read()`` now)."""
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for where, param in slots:
+        value = param.read() if values is None else values[param.name]
+        if isinstance(where, int):
+            new_args[where] = value
+        else:
+            new_kwargs[where] = value
+    return tuple(new_args), new_kwargs
 
 
 def kernel(fn: F) -> F:
@@ -48,11 +107,16 @@ def kernel(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        slots = _host_slots(args, kwargs)
+        if slots:
+            args, kwargs = with_host_values(args, kwargs, slots)
         observer = _state.observer
         if observer is None or _state.depth > 0:
             return fn(*args, **kwargs)
         _state.depth += 1
         try:
+            if slots and hasattr(observer, "run_host_param_kernel"):
+                return observer.run_host_param_kernel(fn, args, kwargs, slots)
             return observer.run_kernel(fn, args, kwargs)
         finally:
             _state.depth -= 1
@@ -90,6 +154,40 @@ class observing:
     def __exit__(self, *exc: object) -> None:
         _state.observer = None
         _state.depth = 0
+
+
+def launch(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Issue one kernel call on the device; runner observers run kernels through this.
+
+    A plain call, unless a software device installed a recorder (see
+    :class:`device_recording`): then the recorder runs (or records) the call.
+    """
+    device = _state.device
+    if device is None:
+        return fn(*args, **kwargs)
+    return device.run_kernel(fn, args, kwargs)
+
+
+class device_recording:
+    """Context manager installing a software device's kernel recorder for this thread.
+
+    The emulated NPU module uses it between ``capture_begin`` and
+    ``capture_end`` (and during task updates): a real device records the work
+    a runner launches on the capturing stream; on the CPU the recorder must
+    see each kernel call instead. Not re-entrant.
+    """
+
+    def __init__(self, recorder: KernelObserver):
+        self._recorder = recorder
+
+    def __enter__(self) -> KernelObserver:
+        if _state.device is not None:
+            raise RuntimeError("a device recorder is already installed on this thread")
+        _state.device = self._recorder
+        return self._recorder
+
+    def __exit__(self, *exc: object) -> None:
+        _state.device = None
 
 
 def host_sync(what: str) -> None:

@@ -23,7 +23,9 @@ from .capture_state import CaptureState
 class _Tls(threading.local):
     def __init__(self) -> None:
         self.bookkeeping = 0  # >0: the runner's own tensor work runs unchecked
-        self.capture: CaptureState | None = None  # the capture under way on this thread
+        # The captures under way on this thread, innermost last: a runner's own capture
+        # state over the one of a software device it captures on (the emulated NPU).
+        self.captures: list[CaptureState] = []
         self.guard: Any = None  # the poison guard pushed on this thread, if any
 
 
@@ -142,7 +144,7 @@ def _mode_classes() -> tuple[type, type]:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if _POISONED and not _tls.bookkeeping and _tls.capture is None and not func.is_view:
+            if _POISONED and not _tls.bookkeeping and not _tls.captures and not func.is_view:
                 for t in _tensors((args, kwargs), torch.Tensor):
                     entry = _POISONED.get(_storage_key(t))
                     if entry is not None:
@@ -177,8 +179,8 @@ def _update_guard() -> None:
 def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = _tls.capture
-        if state is not None and state.check_escapes and not _tls.bookkeeping:
+        state = next((s for s in reversed(_tls.captures) if s.check_escapes), None)
+        if state is not None and not _tls.bookkeeping:
             raise HostSyncInCapture(
                 f"tensor.{name}() reads device data on the host; not allowed inside graph capture "
                 f"({state.label})"
@@ -305,14 +307,15 @@ class TorchOps:
         With ``state.check_escapes`` (the emulator), ``t.tolist()``,
         ``t.numpy()`` and ``t.cpu()`` raise too: on a CPU tensor they dispatch
         no op, so the methods are patched for the capture's duration (process
-        wide, but they only refuse on the capturing thread).
+        wide, but they only refuse on the capturing thread). Hooks nest: each
+        capture state gets its own dispatch mode, innermost first.
         """
-        _tls.capture = state
+        _tls.captures.append(state)
         try:
             with self._patched_host_reads(state.check_escapes), _mode_classes()[0](state):
                 yield
         finally:
-            _tls.capture = None
+            _tls.captures.remove(state)
 
     @contextmanager
     def _patched_host_reads(self, enabled: bool) -> Iterator[None]:

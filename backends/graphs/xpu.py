@@ -14,6 +14,9 @@ FastDeploy's XPU capture loop and :mod:`backends.graphs.cuda`:
   :class:`HostSyncInCapture` before they reach the device and invalidate the capture;
 * restore the snapshots and synchronise, so the capture leaves no side effects.
 
+The warm-up and capture observers are shared with the other device runners
+(:mod:`backends.graphs.warmup`).
+
 Default memory pool and ``thread_local`` mode, as FastDeploy uses them. Paddle is
 imported only when a runner is made; the runner is used only when paddle reports
 an XPU (``backends.devices``). It cannot run on machines without one.
@@ -27,9 +30,10 @@ import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, HostSyncInCapture, StaticInputTable, iter_tensors
+from .base import Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .paddle_ops import PaddleOps
+from .warmup import ArgRecorder, region_label, restore, warm_up
 
 
 class XpuGraph(Graph):
@@ -49,49 +53,6 @@ class XpuGraph(Graph):
     def reset(self) -> None:
         """Free the captured graph (it cannot be replayed afterwards)."""
         self._graph.reset()
-
-
-class _Snapshotter:
-    """KernelObserver for warmup: snapshot each pre-existing storage before its first touch."""
-
-    def __init__(self, ops: PaddleOps, snapshots: dict[int, Any], label: str) -> None:
-        self.ops, self.snapshots, self.label = ops, snapshots, label
-        self.results: list[Any] = []  # this warmup's kernel results: region memory, not state
-
-    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        ops = self.ops
-        made = {ops.storage_key(t) for t in self.results}
-        for t in iter_tensors((args, kwargs), ops.is_tensor):
-            key = ops.storage_key(t)
-            if key not in made and key not in self.snapshots:
-                self.snapshots[key] = ops.snapshot(t)
-        result = fn(*args, **kwargs)
-        self.results.extend(iter_tensors(result, ops.is_tensor))
-        return result
-
-    def on_host_sync(self, what: str) -> None:
-        raise HostSyncInCapture(f"host sync '{what}' inside a graph-captured region ({self.label}, warmup)")
-
-
-class _ArgRecorder:
-    """KernelObserver for the capture: record kernel arguments, note kernel results as the region's."""
-
-    def __init__(self, ops: PaddleOps, state: CaptureState, table: StaticInputTable) -> None:
-        self.ops, self.state, self.table = ops, state, table
-
-    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        ops = self.ops
-        arg_tensors = list(iter_tensors((args, kwargs), ops.is_tensor))
-        for t in arg_tensors:
-            self.table.add(t)
-        result = fn(*args, **kwargs)
-        keys = {ops.storage_key(t) for t in arg_tensors}
-        for t in iter_tensors(result, ops.is_tensor):
-            self.state.region.note_created(ops, t, fresh_storage=ops.storage_key(t) not in keys)
-        return result
-
-    def on_host_sync(self, what: str) -> None:
-        raise HostSyncInCapture(f"host sync '{what}' inside graph capture ({self.state.label})")
 
 
 class XpuGraphRunner(GraphRunner):
@@ -115,20 +76,17 @@ class XpuGraphRunner(GraphRunner):
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> XpuGraph:
         ops = self.ops
-        label = f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})"
+        label = region_label(next(self._count), fn)
         snapshots: dict[int, Any] = {}
         try:
-            for i in range(self.warmup_iters):
-                state = CaptureState(f"{label}, warmup {i + 1}", check_escapes=False)
-                with kernels.observing(_Snapshotter(ops, snapshots, label)), ops.capture_hooks(state):
-                    fn()
+            warm_up(fn, ops, self.warmup_iters, label, snapshots)
             state = CaptureState(label, check_escapes=False)
             table = StaticInputTable(ops, state.region, names)
             graph = self._graph_cls(place=self.place, mode="thread_local")
             self.synchronize()
             graph.capture_begin()
             try:
-                with kernels.observing(_ArgRecorder(ops, state, table)), ops.capture_hooks(state):
+                with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
                     outputs = fn()
             except BaseException:
                 with contextlib.suppress(Exception):  # leave capture mode, then report the failure
@@ -137,8 +95,7 @@ class XpuGraphRunner(GraphRunner):
                 raise
             graph.capture_end()
         finally:
-            for snap in snapshots.values():
-                ops.restore(snap)
+            restore(ops, snapshots)
             self.synchronize()
         return XpuGraph(graph, outputs, table, ops, label)
 

@@ -1,0 +1,53 @@
+"""Which backend the benchmarks run on, as ``graphcheck bench`` passes it.
+
+Environment (``graphcheck bench`` sets all three; run by hand, set them yourself):
+
+- ``GRAPHCHECK_BENCH_BACKEND``: a backend name (``cpu``, ``cuda``, ``xpu``, ...). Unset: ``cuda``
+  when torch sees a GPU, else ``cpu``.
+- ``GRAPHCHECK_BENCH_EMULATE=1``: that backend's framework path on the CPU, emulated graph runner.
+- ``GRAPHCHECK_BENCH_QUICK=1``: fewer sizes and rounds, for a smoke run (figures are rough).
+
+A backend this machine cannot run skips the benchmarks that need it, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pytest_benchmark")
+
+
+def backend_name() -> str:
+    """The backend asked for, or the default (cuda with a GPU, else cpu)."""
+    name = os.environ.get("GRAPHCHECK_BENCH_BACKEND")
+    if name:
+        return name
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(scope="session")
+def bench_device() -> Any:
+    """The resolved ``backends.devices.Device``; skips when this machine lacks it."""
+    from backends.devices import BackendError, resolve
+
+    try:
+        return resolve(backend_name(), emulate=os.environ.get("GRAPHCHECK_BENCH_EMULATE") == "1")
+    except BackendError as err:
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_cpu_thread() -> None:
+    """Tiny tensors: intra-op threads only add overhead (and noise) on the CPU."""
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)

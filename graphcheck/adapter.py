@@ -1,0 +1,298 @@
+"""The engine adapter protocol: everything the lockstep runner asks of an engine.
+
+graphcheck never imports an engine's internals. ``Lockstep`` builds two
+engines through an :class:`EngineFactory` (one eager, one with graphs), drives
+both with :class:`EngineAdapter`'s three decoding calls, and after every step
+reads what the engine says about that step (:class:`StepReport`), the graphs it
+captured per capture size (:class:`CaptureBucket`, :class:`CapturedGraph`,
+:class:`GraphInput`), its named buffers, its memory, its graph runner's name and
+its per-slot capacity. Nothing else: an engine that satisfies these protocols
+can be checked, and ``tests/test_adapter_protocol.py`` proves it with a second
+adapter that exposes only these members.
+
+The built-in engine (``backends.engine.Engine``) is the worked example; its
+classes match member for member:
+
+=====================  ==========================================
+protocol               built-in engine
+=====================  ==========================================
+EngineFactory          the ``Engine`` class itself
+EngineAdapter          ``Engine``
+StepReport             ``backends.engine.engine.StepInfo``
+CaptureBucket          ``backends.engine.engine.BucketGraphs``
+CapturedGraph          ``backends.graphs.base.Graph``
+GraphInput             ``backends.graphs.base.StaticInput``
+RunnerInfo             ``backends.graphs.base.GraphRunner``
+SlotCapacity           ``backends.engine.buffers.BufferSizes``
+=====================  ==========================================
+
+Capture and replay themselves are the engine's business: the harness never
+calls ``capture`` or ``replay``. It audits what a capture recorded (the
+static-input table of every graph of the bucket a step replayed) against the
+engine's current buffers, so the protocol asks for the table, not the calls.
+
+State snapshot. The harness's snapshot of an engine after a step is what
+``step`` returns (a ``StepResult``: per request the accepted and draft tokens,
+``infer_seed``, ``step_idx``, ``seq_len`` and the stop flag) plus
+``last_step_info``; seeds, tokens and values are diffed from those. A dump of
+every buffer is deliberately not part of the protocol: nothing consumes it, and
+eager and graph engines legitimately differ in scratch and padding rows, so a
+whole-buffer diff would need per-engine knowledge of which rows are meaningful.
+
+All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
+checks that the members exist (not their types or semantics; the lockstep run
+checks those).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
+
+if TYPE_CHECKING:
+    from backends.devices import Device
+
+
+@runtime_checkable
+class GraphInput(Protocol):
+    """One row of a captured graph's static-input table.
+
+    A static input is a tensor the graph read at capture that existed before
+    capture began: every replay reads that storage again, whatever the engine's
+    buffers point to by then.
+    """
+
+    @property
+    def name(self) -> str | None:
+        """The engine's name for the buffer: a key of ``EngineAdapter.buffer_tensors()``.
+
+        None for a tensor the engine has no name for; such rows are not audited.
+        """
+
+    @property
+    def tensor_id(self) -> int:
+        """An identity of the captured tensor object, unique among the graph's rows.
+
+        Rows returned by ``stale_inputs`` and ``dead_inputs`` are matched to
+        ``static_inputs`` by this value (``id(tensor)`` in the built-in engine).
+        """
+
+    @property
+    def data_ptr(self) -> int:
+        """The device address the graph reads (the tensor's data pointer at capture)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The captured tensor's shape (shown in reports)."""
+
+    @property
+    def dtype(self) -> str:
+        """The captured tensor's dtype name (shown in reports)."""
+
+
+@runtime_checkable
+class CapturedGraph(Protocol):
+    """The audit view of one captured graph."""
+
+    @property
+    def static_inputs(self) -> Sequence[GraphInput]:
+        """The graph's static-input table, fixed at capture (read again at every step)."""
+
+    def stale_inputs(self, current: Mapping[str, Any]) -> Iterable[tuple[GraphInput, int]]:
+        """The named rows whose buffer in ``current`` (name -> tensor) is no longer the captured one.
+
+        ``current`` is ``EngineAdapter.buffer_tensors()`` at the moment of the
+        check. A row is stale when ``current[row.name]`` is another tensor
+        object than the captured one or has another data pointer. Yields
+        ``(row, current data pointer)``, the pointer 0 where the binding is not
+        a tensor. Rows without a name, or whose name ``current`` lacks, are
+        never stale.
+        """
+
+    def dead_inputs(self) -> Iterable[GraphInput]:
+        """The rows whose captured storage no longer exists (the engine let go of it)."""
+
+
+@runtime_checkable
+class CaptureBucket(Protocol):
+    """The graphs captured for one capture size (bucket)."""
+
+    @property
+    def target(self) -> CapturedGraph | None:
+        """The graph of the target step region (the forward, or more: the engine's graph scope)."""
+
+    @property
+    def draft(self) -> CapturedGraph | None:
+        """The graph of one MTP draft substep, or None when the draft runs inside ``target`` or not at all."""
+
+
+@runtime_checkable
+class StepReport(Protocol):
+    """How the engine ran its last step (``EngineAdapter.last_step_info``)."""
+
+    @property
+    def bucket(self) -> int | None:
+        """The capture size whose graphs the step replayed; None when it ran eagerly.
+
+        The policy graphcheck checks: a decode-only step replays the smallest
+        capture size >= ``real_bsz``; a step with a prefill, an idle step, or one
+        with ``real_bsz`` above every capture size runs eagerly.
+        """
+
+    @property
+    def used_graph(self) -> bool:
+        """True when the step replayed ``bucket``'s graphs (audits and memory checks apply)."""
+
+    @property
+    def real_bsz(self) -> int:
+        """R, the batch the engine pads up to a bucket: 1 + the highest occupied slot (0 when idle).
+
+        A slot-based engine (FastDeploy) counts holes below the highest running
+        slot; an engine that packs running requests densely reports
+        ``num_running``.
+        """
+
+    @property
+    def num_running(self) -> int:
+        """Requests that ran in the step."""
+
+    @property
+    def real_tokens(self) -> int:
+        """Target input tokens of the requests that ran (a prompt in prefill, 1 + drafts in decode)."""
+
+    @property
+    def padded_tokens(self) -> int:
+        """Tokens the target forward processed: ``bucket * (k + 1)`` on a replay, ``real_tokens`` eagerly."""
+
+    @property
+    def has_prefill(self) -> bool:
+        """True when a request that ran was in its prefill (such a step must run eagerly)."""
+
+    @property
+    def slots(self) -> tuple[tuple[str, int], ...]:
+        """``(request id, slot)`` of every request that ran, so divergences name their slot."""
+
+
+@runtime_checkable
+class RunnerInfo(Protocol):
+    """The graph runner an engine captured with."""
+
+    @property
+    def name(self) -> str:
+        """What reports say produced the graph records: "emulated", "cuda", "npu", "xpu", ..."""
+
+
+@runtime_checkable
+class SlotCapacity(Protocol):
+    """The engine's buffer sizes, as far as graphcheck checks them."""
+
+    @property
+    def slots(self) -> int:
+        """Rows of every per-slot buffer.
+
+        Must be at least ``config.max_padded_reqs`` (max(max_num_seqs, largest
+        capture size) + 1), else a capacity shape divergence is reported.
+        """
+
+
+@runtime_checkable
+class EngineAdapter(Protocol):
+    """An engine as the lockstep runner sees it.
+
+    Decoding follows the contract of ``reference/README.md``: the scenario's
+    requests, scripted through ``submit``/``abort`` at the start of a step,
+    admitted FIFO into at most ``config.max_num_seqs`` slots, decoded with the
+    model whose weights the factory received, and compared with the NumPy
+    reference after every step.
+    """
+
+    def submit(self, spec: RequestSpec) -> None:
+        """Queue a request; it is admitted by a later ``step`` (the same step when a slot is free)."""
+
+    def abort(self, request_id: str) -> None:
+        """Drop a waiting or running request; its slot is free for the next step. Unknown ids are ignored."""
+
+    def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
+        """Run decode step ``t`` and return what every request that ran produced.
+
+        ``overrides`` (request id -> accepted draft count) is the scenario's
+        accept script for ``t``: the engine must force those counts through its
+        draft-override hook. In an engine built with graphs, a decode-only step
+        replays the graphs of ``last_step_info.bucket``.
+        """
+
+    @property
+    def last_step_info(self) -> StepReport | None:
+        """How the last ``step`` ran; None before the first step (read only after one)."""
+
+    @property
+    def graphs(self) -> Mapping[int, CaptureBucket]:
+        """Capture size -> its graphs. Empty for an engine built without graphs.
+
+        Looked up with ``last_step_info.bucket`` after every replayed step.
+        """
+
+    def buffer_tensors(self) -> Mapping[str, Any]:
+        """Buffer name -> the tensor the engine holds under that name now.
+
+        Called after every replayed step and passed to
+        ``CapturedGraph.stale_inputs``: every buffer a graph reads should be
+        here, under the name its ``GraphInput`` rows carry, and must be updated
+        in place, never rebound.
+        """
+
+    def memory_bytes(self) -> int:
+        """Bytes the engine holds on its device now: allocator statistics, or live tensor storage.
+
+        Must stay flat across replays after the first one, else a memory
+        divergence is reported.
+        """
+
+    @property
+    def runner(self) -> RunnerInfo | None:
+        """The graph runner of an engine built with graphs, None without one."""
+
+    @property
+    def sizes(self) -> SlotCapacity:
+        """The engine's buffer sizes (``sizes.slots`` is checked against the config)."""
+
+
+@runtime_checkable
+class EngineFactory(Protocol):
+    """Builds one engine for a lockstep run; ``Lockstep`` calls it twice per scenario.
+
+    ``config`` is the scenario's EngineConfig; ``weights`` the model weights
+    the reference decodes with (``reference.make_weights(config)``: a
+    ``reference.weights.Weights`` of read-only int64 NumPy arrays named as in
+    reference/README.md §1); ``device`` the resolved backend
+    (``backends.devices.Device``: framework, device string, graph runner
+    factory); ``use_graphs`` False for the eager engine and True for the graph
+    engine, which captures its graphs before returning (a failure there is
+    reported as a capture divergence); ``faults`` the injected fault names
+    (``--inject``): raise on a name the engine does not implement, so that an
+    injected fault never silently does nothing (an exception here is reported
+    as a capture divergence, naming it).
+    """
+
+    def __call__(
+        self,
+        config: EngineConfig,
+        weights: Any,
+        *,
+        device: Device,
+        use_graphs: bool,
+        faults: Sequence[str],
+    ) -> EngineAdapter: ...
+
+
+__all__ = [
+    "CaptureBucket",
+    "CapturedGraph",
+    "EngineAdapter",
+    "EngineFactory",
+    "GraphInput",
+    "RunnerInfo",
+    "SlotCapacity",
+    "StepReport",
+]

@@ -1,0 +1,231 @@
+"""``graphcheck bench``: run the pytest-benchmark suite in benchmarks/ and judge the targets.
+
+The benchmarks run in a pytest subprocess (``--benchmark-json``), on the backend
+passed through ``GRAPHCHECK_BENCH_BACKEND`` / ``GRAPHCHECK_BENCH_EMULATE`` /
+``GRAPHCHECK_BENCH_QUICK``. This module reads the JSON back into a
+:class:`BenchSummary`: the decode step per bucket (eager vs each graph scope),
+and the lockstep runner per scenario and over the whole set, with the checking
+overhead judged against :func:`graphcheck.timings.overhead_target`.
+
+Files of one run (``reports/bench/<run-id>/`` or ``--out``): ``bench.json``
+(pytest-benchmark's own), ``summary.json`` (the figures below and the verdict),
+``pytest.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from graphcheck.timings import LockstepTimings, checking_overhead, steps_per_second
+
+#: The decode-step modes in display order; "graph-<scope>" replays that graph_scope.
+DECODE_MODES = ("eager", "graph-step", "graph-forward_sampling", "graph-forward")
+
+
+@dataclass(frozen=True)
+class DecodeRow:
+    """Median seconds of one decode step at ``running`` requests, per mode."""
+
+    running: int
+    bucket: int | None
+    median_s: dict[str, float]
+
+    def speedup(self, mode: str) -> float | None:
+        """Eager time over ``mode``'s time."""
+        eager, other = self.median_s.get("eager"), self.median_s.get(mode)
+        return eager / other if eager and other else None
+
+
+@dataclass(frozen=True)
+class LockstepRow:
+    """One scenario of the lockstep benchmark: phase seconds summed over its rounds."""
+
+    scenario: str
+    batch: int
+    timings: LockstepTimings
+
+    @property
+    def overhead(self) -> float | None:
+        return checking_overhead(self.timings)
+
+    @property
+    def steps_per_s(self) -> float | None:
+        return steps_per_second(self.timings)
+
+
+@dataclass
+class BenchSummary:
+    """What one ``graphcheck bench`` run measured, and whether the targets hold."""
+
+    backend: str
+    device: str
+    runner: str
+    overhead_target: float
+    decode: list[DecodeRow] = field(default_factory=list)
+    lockstep: list[LockstepRow] = field(default_factory=list)
+    pytest_rc: int = 0
+
+    @property
+    def total(self) -> LockstepTimings:
+        """The phases summed over every lockstep scenario."""
+        total = LockstepTimings()
+        for row in self.lockstep:
+            total.add(row.timings)
+        return total
+
+    @property
+    def overhead(self) -> float | None:
+        """Checking overhead of the whole scenario set: its loop wall / its engine time."""
+        return checking_overhead(self.total) if self.lockstep else None
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the run does not meet its targets; empty when it does."""
+        found = []
+        if self.pytest_rc != 0:
+            found.append(f"the benchmark run failed (pytest exit {self.pytest_rc}; see pytest.log)")
+        if not self.lockstep:
+            found.append("no lockstep figures (every lockstep benchmark skipped or failed)")
+        elif self.overhead is None or self.overhead > self.overhead_target:
+            shown = "n/a" if self.overhead is None else f"{self.overhead:.2f}"
+            found.append(f"checking overhead {shown} is above the target {self.overhead_target:.1f}")
+        return found
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: rows, per-scenario and whole-set figures, the verdict."""
+        return {
+            "backend": self.backend, "device": self.device, "runner": self.runner,
+            "overhead_target": self.overhead_target, "overhead": self.overhead,
+            "steps_per_s": steps_per_second(self.total) if self.lockstep else None,
+            "passed": self.passed, "problems": self.problems, "pytest_rc": self.pytest_rc,
+            "decode_step": [
+                {"running": r.running, "bucket": r.bucket, "median_ms": {m: s * 1e3 for m, s in r.median_s.items()},
+                 "speedup": {m: r.speedup(m) for m in r.median_s if m != "eager"}}
+                for r in self.decode
+            ],
+            "lockstep": [{"scenario": r.scenario, "batch": r.batch, **r.timings.as_dict()} for r in self.lockstep],
+            "lockstep_total": self.total.as_dict(),
+        }
+
+
+def _timings_of(extra: Mapping[str, Any]) -> LockstepTimings:
+    known = {f.name for f in fields(LockstepTimings)}
+    return LockstepTimings(**{k: v for k, v in extra.items() if k in known})
+
+
+def summarise(data: Mapping[str, Any], *, backend: str, device: str, overhead_target: float, pytest_rc: int = 0) -> BenchSummary:
+    """A BenchSummary from pytest-benchmark JSON (``--benchmark-json``) of benchmarks/."""
+    decode: dict[int, dict[str, Any]] = {}
+    summary = BenchSummary(backend, device, "none", overhead_target, pytest_rc=pytest_rc)
+    for bench in data.get("benchmarks", []):
+        extra = bench.get("extra_info", {})
+        if extra.get("kind") == "decode_step":
+            row = decode.setdefault(extra["running"], {"bucket": None, "median_s": {}})
+            row["median_s"][extra["mode"]] = bench["stats"]["median"]
+            row["bucket"] = row["bucket"] or extra.get("bucket")
+        elif extra.get("kind") == "lockstep":
+            summary.runner = extra.get("runner", summary.runner)
+            summary.lockstep.append(LockstepRow(extra["scenario"], extra["batch"], _timings_of(extra["timings"])))
+    order = {m: i for i, m in enumerate(DECODE_MODES)}
+    summary.decode = [
+        DecodeRow(n, row["bucket"], dict(sorted(row["median_s"].items(), key=lambda kv: order.get(kv[0], 99))))
+        for n, row in sorted(decode.items())
+    ]
+    summary.lockstep.sort(key=lambda r: (r.batch, r.scenario))
+    return summary
+
+
+def benchmarks_dir() -> Path:
+    """benchmarks/ of this source checkout (it is not part of the installed package)."""
+    return Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """How to run the benchmark subprocess."""
+
+    backend: str
+    emulate: bool
+    quick: bool
+    out_dir: Path
+    select: str | None = None  # pytest -k expression
+
+
+def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
+    command = [
+        sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "no:cacheprovider",
+        f"--benchmark-json={run.out_dir / 'bench.json'}", "--benchmark-columns=median,iqr,rounds",
+        "--benchmark-sort=name",
+    ]
+    return command + (["-k", run.select] if run.select else [])
+
+
+def pytest_env(run: BenchRun) -> dict[str, str]:
+    root = str(benchmarks_dir().parent)
+    env = dict(os.environ)
+    env.update(
+        GRAPHCHECK_BENCH_BACKEND=run.backend, GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
+        GRAPHCHECK_BENCH_QUICK="1" if run.quick else "0",
+        PYTHONPATH=root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+    )
+    return env
+
+
+def run_benchmarks(run: BenchRun) -> tuple[int, dict[str, Any]]:
+    """Run benchmarks/bench_*.py under pytest; (pytest exit code, the benchmark JSON or {})."""
+    files = sorted(benchmarks_dir().glob("bench_*.py"))
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    path = run.out_dir / "bench.json"
+    path.unlink(missing_ok=True)  # an earlier run's figures must not pass for this one's
+    with open(run.out_dir / "pytest.log", "w", encoding="utf-8") as log:
+        rc = subprocess.call(pytest_command(run, files), cwd=benchmarks_dir().parent, env=pytest_env(run),
+                             stdout=log, stderr=subprocess.STDOUT)
+    return rc, _read_json(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The benchmark JSON; {} when missing or empty (pytest-benchmark creates the file
+    at start-up and leaves it empty when no benchmark ran)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def log_tail(out_dir: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of the run's pytest.log ('' when there is none)."""
+    path = out_dir / "pytest.log"
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def write_summary(summary: BenchSummary, out_dir: Path, extra: Mapping[str, Any]) -> Path:
+    """``summary.json``: ``extra`` (run id, command, ...) and the summary's figures and verdict."""
+    path = out_dir / "summary.json"
+    path.write_text(json.dumps({**extra, **summary.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+__all__ = [
+    "DECODE_MODES",
+    "BenchRun",
+    "BenchSummary",
+    "DecodeRow",
+    "LockstepRow",
+    "benchmarks_dir",
+    "log_tail",
+    "run_benchmarks",
+    "summarise",
+    "write_summary",
+]

@@ -1,0 +1,68 @@
+"""Console tables of ``graphcheck bench`` (rich)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from graphcheck.bench import DECODE_MODES, BenchSummary
+from graphcheck.timings import LockstepTimings, checking_overhead, steps_per_second
+
+
+def _ms(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def decode_table(summary: BenchSummary) -> Table:
+    """One row per running count: median ms of eager and of each graph scope, with its speedup."""
+    modes = [m for m in DECODE_MODES if any(m in r.median_s for r in summary.decode)]
+    table = Table(title=f"decode step, median ms ({summary.backend}, {summary.device})", title_justify="left")
+    table.add_column("running", justify="right")
+    table.add_column("bucket", justify="right")
+    for mode in modes:
+        table.add_column(f"{mode} ms" if mode == "eager" else f"{mode} ms (speedup)", justify="right")
+    for row in summary.decode:
+        cells = [str(row.running), "" if row.bucket is None else str(row.bucket)]
+        for mode in modes:
+            value = _ms(row.median_s.get(mode))
+            speedup = row.speedup(mode) if mode != "eager" else None
+            cells.append(f"{value} ({speedup:.2f}x)" if speedup is not None else value)
+        table.add_row(*cells)
+    return table
+
+
+def _per_step(seconds: float, t: LockstepTimings) -> str:
+    return f"{seconds / t.steps * 1e3:.2f}" if t.steps else ""
+
+
+def _lockstep_cells(name: str, batch: str, t: LockstepTimings, target: float) -> list[str]:
+    overhead, rate = checking_overhead(t), steps_per_second(t)
+    colour = "green" if overhead is not None and overhead <= target else "red"
+    return [
+        name, batch, str(t.steps), "" if rate is None else f"{rate:.1f}",
+        _per_step(t.reference, t), _per_step(t.eager, t), _per_step(t.graph, t), _per_step(t.record + t.diff, t),
+        "n/a" if overhead is None else f"[{colour}]{overhead:.2f}[/]",
+    ]
+
+
+def lockstep_table(summary: BenchSummary) -> Table:
+    """Per scenario and for the whole set: steps/s, ms per step by phase, checking overhead."""
+    target = summary.overhead_target
+    table = Table(title=f"lockstep runner ({summary.backend}, {summary.runner} runner); checking overhead target <= {target:.1f}",
+                  title_justify="left")
+    for column in ("scenario", "batch", "steps", "steps/s", "reference ms", "eager ms", "graph ms", "record+diff ms", "overhead"):
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for row in summary.lockstep:
+        table.add_row(*_lockstep_cells(row.scenario, str(row.batch), row.timings, target))
+    if summary.lockstep:
+        table.add_section()
+        table.add_row(*_lockstep_cells("[bold]whole set[/]", "", summary.total, target))
+    return table
+
+
+def verdict_line(summary: BenchSummary) -> str:
+    if summary.passed:
+        return f"[bold green]TARGETS MET[/] checking overhead {summary.overhead:.2f} <= {summary.overhead_target:.1f}"
+    return "[bold red]TARGETS NOT MET[/] " + "; ".join(summary.problems)
+
+
+__all__ = ["decode_table", "lockstep_table", "verdict_line"]

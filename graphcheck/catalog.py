@@ -1,0 +1,227 @@
+"""The detection benchmark: does graphcheck catch every injectable fault, and does a peer test?
+
+For each fault of ``backends.engine.faults.FAULTS`` (or the ones chosen),
+``run_catalog`` fuzzes with the fault injected until the first divergence or
+the per-fault budget (``graphcheck.timed_search``), shrinks what it found under
+a shrink budget, and runs the peer-style baseline (``graphcheck.baseline``)
+with the same fault. The clean engine, first, gets the same search budget over
+every suite, and the baseline, and must show nothing.
+
+Which suites a fault is fuzzed with (``suite_plan``): the suites whose
+``bug_classes`` hold the fault's class, in registry order, then ``all``; the
+search cycles through them in slices with fresh seeds until the budget ends.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from graphcheck.baseline import BaselineResult, run_baseline
+
+if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
+    from graphcheck.records import CheckOutcome
+    from graphcheck.scenario import Scenario
+    from graphcheck.timed_search import SearchResult
+
+#: Seconds of fuzzing per fault, shrinking excluded; every fault is caught well within it on cpu.
+DEFAULT_BUDGET_S = 60.0
+#: Seconds of shrinking per detected fault; past it the smallest failing scenario seen is kept.
+DEFAULT_SHRINK_S = 20.0
+#: Hypothesis examples per suite before the search moves to the next suite of the plan.
+SLICE_EXAMPLES = 25
+#: The clean engine's plan is every suite: smaller slices (the ``ci`` profile's 8) reach them all soon.
+CLEAN_SLICE_EXAMPLES = 8
+GENERAL_SUITE = "all"
+CLEAN_LABEL = "clean"  # the clean engine's label in seeds and file names
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    budget_s: float = DEFAULT_BUDGET_S
+    shrink_s: float = DEFAULT_SHRINK_S
+    seed: int = 0
+    slice_examples: int = SLICE_EXAMPLES
+    clean_slice_examples: int = CLEAN_SLICE_EXAMPLES
+
+
+@dataclass(frozen=True)
+class FaultResult:
+    """One fault: graphcheck's search and the peer-style baseline, both with the fault injected."""
+
+    fault: str
+    bug_class: int
+    signal: str  # what the fault's registry entry says must fire first
+    search: SearchResult
+    baseline: BaselineResult
+
+    @property
+    def detected(self) -> bool:
+        return self.search.detected
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """The engine with no fault: neither graphcheck nor the baseline may find anything."""
+
+    search: SearchResult
+    baseline: BaselineResult
+
+    @property
+    def clean(self) -> bool:
+        return not self.search.detected and not self.baseline.detected
+
+
+@dataclass(frozen=True)
+class CatalogSummary:
+    """The totals of a catalog run."""
+
+    faults: int
+    detected: int
+    baseline_detected: int
+    median_seconds: float | None  # to first detection, over detected faults
+    median_examples: float | None
+    median_shrunk_requests: float | None
+    median_shrunk_steps: float | None
+
+    @property
+    def rate(self) -> float:
+        return self.detected / self.faults if self.faults else 0.0
+
+    @property
+    def baseline_rate(self) -> float:
+        return self.baseline_detected / self.faults if self.faults else 0.0
+
+
+@dataclass(frozen=True)
+class CatalogResult:
+    backend: str
+    description: str  # framework, version, device and graph runner, from the backend
+    settings: CatalogSettings
+    faults: tuple[FaultResult, ...]
+    clean: CleanResult
+    elapsed_s: float
+
+    @property
+    def summary(self) -> CatalogSummary:
+        return summarize(self.faults)
+
+    @property
+    def passed(self) -> bool:
+        """Every fault caught by graphcheck and the clean engine clean: exit code 0."""
+        return all(f.detected for f in self.faults) and self.clean.clean
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def summarize(results: Sequence[FaultResult]) -> CatalogSummary:
+    found = [r.search for r in results if r.detected]
+    shrunk = [s.shrunk.size for s in found if s.shrunk is not None]
+    return CatalogSummary(
+        faults=len(results),
+        detected=len(found),
+        baseline_detected=sum(r.baseline.detected for r in results),
+        median_seconds=_median([s.detection.seconds for s in found]),
+        median_examples=_median([s.detection.examples for s in found]),
+        median_shrunk_requests=_median([size[0] for size in shrunk]),
+        median_shrunk_steps=_median([size[1] for size in shrunk]),
+    )
+
+
+def suite_plan(bug_class: int | None, suites: Mapping[str, Any]) -> list[Any]:
+    """The suites targeting ``bug_class`` in registry order, then the general one; all of them for None."""
+    general = [s for n, s in suites.items() if n == GENERAL_SUITE]
+    if bug_class is None:
+        return list(suites.values())
+    targeted = [s for n, s in suites.items() if n != GENERAL_SUITE and bug_class in s.bug_classes]
+    return targeted + general
+
+
+ProgressHook = Callable[[str, Any], None]
+
+
+def pending_path(work_dir: Path, label: str) -> Path:
+    """Where the scenario about to run is kept: named by the fault, so a crash says which one to inject."""
+    return work_dir / f"pending-{label}.json"
+
+
+def _search(
+    plan: list[Any], backend: Any, faults: Sequence[str], cfg: CatalogSettings, label: str, work_dir: Path, slice_examples: int
+) -> SearchResult:
+    from graphcheck.lockstep import check_scenario
+    from graphcheck.timed_search import timed_search
+
+    def check(scenario: Scenario) -> CheckOutcome:
+        return check_scenario(scenario, backend, faults=faults)
+
+    pending = pending_path(work_dir, label)
+    result = timed_search(
+        plan, check, budget_s=cfg.budget_s, shrink_s=cfg.shrink_s, seed=f"{cfg.seed}/{label}",
+        pending_path=pending, slice_examples=slice_examples,
+    )
+    pending.unlink(missing_ok=True)  # the search came back: nothing crashed
+    return result
+
+
+def run_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult:
+    from backends.engine.faults import FAULTS
+    from suites import SUITES
+
+    fault = FAULTS[name]
+    search = _search(suite_plan(fault.bug_class, SUITES), backend, (name,), cfg, name, work_dir, cfg.slice_examples)
+    return FaultResult(name, fault.bug_class, fault.signal, search, run_baseline(backend, (name,)))
+
+
+def run_clean(backend: Any, cfg: CatalogSettings, work_dir: Path) -> CleanResult:
+    from suites import SUITES
+
+    search = _search(suite_plan(None, SUITES), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
+    return CleanResult(search, run_baseline(backend, ()))
+
+
+def run_catalog(
+    names: Sequence[str], backend: Any, cfg: CatalogSettings, work_dir: Path, *, on_done: ProgressHook | None = None
+) -> CatalogResult:
+    """The clean engine, then every named fault in turn; ``on_done(name, result)`` after each ("" = clean).
+
+    The clean engine goes first: a fault is only worth timing on an engine that is clean
+    without it, and its search absorbs the one-off warm-up (strategies, first captures)
+    that would otherwise count against the first fault's time to detection. Each scenario
+    is on disk in ``work_dir`` (``pending_path``) while it runs.
+    """
+    from suites.properties import single_threaded  # the tiny model runs ~4x faster on one torch thread
+
+    started = time.perf_counter()
+    results = []
+    with single_threaded(backend):
+        clean = run_clean(backend, cfg, work_dir)
+        if on_done is not None:
+            on_done("", clean)
+        for name in names:
+            results.append(run_fault(name, backend, cfg, work_dir))
+            if on_done is not None:
+                on_done(name, results[-1])
+    elapsed = time.perf_counter() - started
+    return CatalogResult(backend.name, backend.description, cfg, tuple(results), clean, elapsed)
+
+
+__all__ = [
+    "CatalogResult",
+    "CatalogSettings",
+    "CatalogSummary",
+    "CleanResult",
+    "DEFAULT_BUDGET_S",
+    "DEFAULT_SHRINK_S",
+    "FaultResult",
+    "pending_path",
+    "run_catalog",
+    "run_fault",
+    "run_clean",
+    "suite_plan",
+    "summarize",
+]

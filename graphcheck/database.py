@@ -1,0 +1,108 @@
+"""The example database: where failing scenarios are kept between runs, processes and machines.
+
+``graphcheck run --database SPEC`` (else ``$GRAPHCHECK_DATABASE``, else
+``.hypothesis/graphcheck`` under the current directory) names it:
+
+- ``none``: no database; every run is purely its seed's.
+- a directory path: Hypothesis's ``DirectoryBasedExampleDatabase``; safe to share between
+  processes of one machine (its writes are atomic renames).
+- ``redis://host:port/db`` (also ``rediss://``, ``unix://``): Hypothesis's
+  ``RedisExampleDatabase`` over the ``redis`` client (``pip install 'graphcheck[redis]'``),
+  for workers on several machines.
+
+Hypothesis saves every failing example (and its shrunk form) under the key of
+the search that found it and, in its reuse phase, replays the saved ones first
+on the next search with that key, so a fault found once is found again at the
+first example, by any process that shares the database. ``database_key`` builds
+that key from what decides whether a scenario fails: the suite, the backend and
+the injected faults. Scenarios (engine config included) are what is stored.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+
+from graphcheck.cli_errors import UsageError
+
+ENV_VAR = "GRAPHCHECK_DATABASE"
+DEFAULT_DIRECTORY = Path(".hypothesis") / "graphcheck"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+#: bumped when a stored example would mean a different scenario (a strategy's draw order changed)
+KEY_VERSION = "v1"
+
+Kind = Literal["none", "directory", "redis"]
+
+
+@dataclass(frozen=True)
+class DatabaseSpec:
+    """A parsed ``--database`` value: what kind of database, and where."""
+
+    kind: Kind
+    location: str = ""  # an absolute directory path or a redis URL; "" for none
+
+    @classmethod
+    def parse(cls, text: str | None) -> "DatabaseSpec":
+        """``text`` from the command line; None falls back to $GRAPHCHECK_DATABASE, then the default."""
+        if text is None:
+            text = os.environ.get(ENV_VAR) or str(DEFAULT_DIRECTORY)
+        text = text.strip()
+        if not text:
+            raise UsageError("--database must be a directory, a redis:// URL or 'none'")
+        if text.lower() == "none":
+            return cls("none")
+        if text.startswith(REDIS_SCHEMES):
+            return cls("redis", text)
+        if "://" in text:
+            raise UsageError(f"--database {text}: unknown scheme; use a directory, redis://host:port/db or 'none'")
+        return cls("directory", str(Path(text).expanduser().resolve()))
+
+    def describe(self) -> str:
+        return "no example database" if self.kind == "none" else f"example database {self.location}"
+
+    def open(self) -> ExampleDatabase | None:
+        """The Hypothesis database; a Redis server is pinged, so a bad URL fails here, once."""
+        if self.kind == "none":
+            return None
+        if self.kind == "directory":
+            return DirectoryBasedExampleDatabase(self.location)
+        return _open_redis(self.location)
+
+
+def _open_redis(url: str) -> ExampleDatabase:
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+    except ImportError:
+        raise UsageError(
+            f"--database {url} needs the redis client: pip install 'graphcheck[redis]'"
+        ) from None
+    try:
+        client = redis.Redis.from_url(url)
+        client.ping()
+    except (ValueError, redis.RedisError) as err:
+        raise UsageError(f"--database {url}: cannot reach the Redis server: {err}") from None
+    return RedisExampleDatabase(client)
+
+
+def database_key(suite: str, backend: Any, faults: Sequence[str]) -> bytes:
+    """The key failing examples of ``suite`` on ``backend`` with ``faults`` are saved under.
+
+    Readable on purpose (a Redis ``KEYS`` listing names the search), and
+    independent of the seed, so every worker of a parallel run, whatever its
+    seed, replays what any other found. A clean search replays and then drops
+    examples that no longer fail, so runs with other faults get other keys.
+    """
+    emulate = "+emulate" if getattr(backend, "emulated", False) and backend.name != "cpu" else ""
+    parts = (
+        "graphcheck",
+        KEY_VERSION,
+        f"suite={suite}",
+        f"backend={backend.name}{emulate}",
+        "faults=" + (",".join(sorted(faults)) or "none"),
+    )
+    return ":".join(parts).encode()

@@ -1,0 +1,140 @@
+"""A configured lockstep harness: one backend, one engine factory; scenarios in, outcomes out.
+
+This is what the pytest plugin's fixtures hand out (``graphcheck_lockstep`` is
+a :class:`LockstepRunner`, ``graphcheck_check`` its :meth:`~LockstepRunner.check`),
+and it works the same without pytest::
+
+    runner = LockstepRunner(resolve("cpu"), engine_factory=MyAdapter)
+    outcome = runner(scenario)            # CheckOutcome
+    runner.check(scenario)                # raises ScenarioDiverged unless clean
+
+A failing check's message is meant to be read in a test log: the first
+failing divergence, what else failed, and how to replay the scenario.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from graphcheck.adapter import EngineFactory
+from graphcheck.lockstep import Lockstep
+from graphcheck.records import CheckOutcome
+from graphcheck.scenario import Scenario
+
+if TYPE_CHECKING:
+    from backends.devices import Device
+
+
+class ScenarioDiverged(AssertionError):
+    """A lockstep run found a failing divergence; ``outcome`` is the whole run.
+
+    An AssertionError, so Hypothesis treats it as a failing example and shrinks it.
+    """
+
+    def __init__(self, message: str, outcome: CheckOutcome):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class LockstepRunner:
+    """Runs scenarios in lockstep on ``backend`` with engines from ``engine_factory``.
+
+    ``engine_factory`` None means the built-in engine (``backends.engine.Engine``).
+    """
+
+    backend: Device
+    engine_factory: EngineFactory | None = None
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        factory = self.engine_factory
+        name = "built-in engine" if factory is None else getattr(factory, "__qualname__", repr(factory))
+        return f"LockstepRunner({self.backend.name}, {name})"
+
+    def build(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> Lockstep:
+        """The Lockstep of ``scenario``, engines built and graphs captured, no step run yet."""
+        return Lockstep(scenario, self.backend, faults=faults, engine_factory=self.engine_factory)
+
+    def __call__(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:
+        """Run ``scenario`` to its end or its first failing divergence."""
+        with one_cpu_thread(self.backend):
+            return self.build(scenario, faults=faults).run()
+
+    def check(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:
+        """Run ``scenario``; raise :class:`ScenarioDiverged` (with :func:`failure_report`) unless it is clean."""
+        __tracebackhide__ = True  # pytest: the failure is the message, not this frame
+        outcome = self(scenario, faults=faults)
+        if not outcome.clean:
+            raise ScenarioDiverged(failure_report(outcome, self.backend, self.engine_factory), outcome)
+        return outcome
+
+
+@contextlib.contextmanager
+def one_cpu_thread(backend: Device) -> Iterator[None]:
+    """Run torch on one intra-op thread while a torch-on-CPU backend checks, then restore the count.
+
+    The model's kernels are tiny, so thread hand-offs cost more than they save
+    (a lockstep run is several times faster on one thread). Deliberately not
+    ``suites.properties.single_threaded``: importing ``suites.properties`` calls
+    ``@given``, which Hypothesis refuses inside a running ``@given`` test.
+    """
+    if backend.framework != "torch" or backend.device != "cpu":
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def replay_command(backend: Device, faults: Sequence[str], path: str = "scenario.json") -> str:
+    """The ``graphcheck replay`` command line that re-runs a saved scenario on the same backend."""
+    words = ["graphcheck", "replay", path, "--backend", backend.name]
+    if backend.emulated and backend.name != "cpu":  # cpu is always emulated; the flag is for cuda/xpu
+        words.append("--emulate")
+    for fault in faults:
+        words += ["--inject", fault]
+    return " ".join(words)
+
+
+def _is_builtin(engine_factory: EngineFactory | None) -> bool:
+    if engine_factory is None:
+        return True
+    from backends.engine import Engine
+
+    return engine_factory is Engine
+
+
+def failure_report(outcome: CheckOutcome, backend: Device, engine_factory: EngineFactory | None = None) -> str:
+    """A failing outcome for a test log: headline, its detail, the other failures, a replay hint, the scenario."""
+    first = outcome.first
+    if first is None:
+        return f"scenario {outcome.scenario.name or '(unnamed)'}: no failing divergence"
+    faults = f", faults: {', '.join(outcome.faults)}" if outcome.faults else ""
+    lines = [
+        f"graphcheck: {first.headline()}",
+        f"  on {backend.name} ({outcome.runner} graph runner){faults}, after {outcome.steps_run} step(s)",
+    ]
+    if first.detail:
+        lines += ["  " + line for line in first.detail.rstrip().splitlines()]
+    rest = Counter(d.kind for d in outcome.failures[1:])
+    if rest:
+        lines.append("  also failing: " + ", ".join(f"{kind} x{n}" for kind, n in sorted(rest.items())))
+    lines.append(f"replay: save the scenario below as scenario.json, then `{replay_command(backend, outcome.faults)}`")
+    if not _is_builtin(engine_factory):
+        lines.append(
+            "  (the command replays the built-in engine; replay on yours with "
+            "graphcheck_lockstep(Scenario.from_json(text)) or LockstepRunner(backend, your_factory))"
+        )
+    lines.append(outcome.scenario.to_json(indent=None))
+    return "\n".join(lines)
+
+
+__all__ = ["LockstepRunner", "ScenarioDiverged", "failure_report", "one_cpu_thread", "replay_command"]

@@ -1,0 +1,168 @@
+"""The jobs of a parallel ``graphcheck run -j N``: what each worker runs, and what it sends back.
+
+A RunSpec is the whole run as the parent planned it (backend, faults, budget,
+example database, where results go) plus its jobs: one per (suite, seed) pair,
+seeds ``seed .. seed+N-1`` for every suite, and one ``builtin`` job for the
+demo scenarios. ``run_job`` runs one job in a worker process and returns a
+JobResult; the outcomes travel pickled (workers and parent run the same
+graphcheck), the rest as plain JSON so ``jobs/*.json`` stays readable.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphcheck.database import DatabaseSpec, database_key
+from graphcheck.fuzz import FuzzResult, fuzz_suite, write_pending
+from graphcheck.lockstep import check_scenario
+from graphcheck.records import CheckOutcome
+
+BUILTIN = "builtin"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: fuzz ``suite`` with ``seed``, or (suite ``builtin``) check the demo scenarios."""
+
+    suite: str
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        return BUILTIN if self.suite == BUILTIN else f"{self.suite}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker needs; sent to each worker as JSON (xdist's ``workerinput``)."""
+
+    backend: str
+    emulate: bool
+    faults: tuple[str, ...]
+    examples: int
+    steps: int
+    database: DatabaseSpec
+    results_dir: str  # on the parent's machine; a remote worker's pending files go to its temp dir
+    jobs: tuple[Job, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        data = json.loads(text)
+        data["faults"] = tuple(data["faults"])
+        data["database"] = DatabaseSpec(**data["database"])
+        data["jobs"] = tuple(Job(**job) for job in data["jobs"])
+        return cls(**data)
+
+
+@dataclass
+class JobResult:
+    """What one job found. ``outcomes``: the shrunk failing one (fuzz), or every demo scenario's (builtin)."""
+
+    job: Job
+    examples: int = 0
+    steps: int = 0
+    elapsed_s: float = 0.0
+    first_failure_at: int | None = None
+    outcomes: list[CheckOutcome] = field(default_factory=list)
+    error: str = ""  # why the job could not run (its backend, say); empty when it ran
+    backend_unavailable: bool = False
+
+    @property
+    def diverged(self) -> bool:
+        return any(not o.clean for o in self.outcomes)
+
+    def fuzz_result(self) -> FuzzResult:
+        """As a FuzzResult, its suite labelled with the seed (one row per job in the summary)."""
+        outcome = next((o for o in self.outcomes if not o.clean), None)
+        return FuzzResult(
+            f"{self.job.suite} seed {self.job.seed}", self.examples, self.steps, outcome, self.elapsed_s,
+            self.first_failure_at,
+        )
+
+    def to_json(self) -> str:
+        data = {
+            "job": dataclasses.asdict(self.job),
+            "id": self.job.id,
+            "examples": self.examples,
+            "steps": self.steps,
+            "elapsed_s": self.elapsed_s,
+            "first_failure_at": self.first_failure_at,
+            "headline": next((o.first.headline() for o in self.outcomes if not o.clean), None),
+            "error": self.error,
+            "backend_unavailable": self.backend_unavailable,
+            "outcomes": base64.b64encode(pickle.dumps(self.outcomes)).decode("ascii"),
+        }
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobResult":
+        data = json.loads(text)
+        return cls(
+            Job(**data["job"]), data["examples"], data["steps"], data["elapsed_s"], data["first_failure_at"],
+            pickle.loads(base64.b64decode(data["outcomes"])), data["error"], data["backend_unavailable"],
+        )
+
+
+def pending_path(spec: RunSpec, job: Job) -> Path:
+    """Where ``job`` writes the scenario about to run: the parent's results folder when this machine has it."""
+    folder = Path(spec.results_dir)
+    if not folder.is_dir():
+        folder = Path(tempfile.gettempdir())
+    return folder / f"pending-{job.id}.json"
+
+
+def run_job(spec: RunSpec, job: Job) -> JobResult:
+    """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
+    from backends.devices import BackendError, resolve
+
+    try:
+        backend = resolve(spec.backend, emulate=spec.emulate)
+    except BackendError as err:
+        return JobResult(job, error=str(err), backend_unavailable=True)
+    from suites.properties import single_threaded
+
+    pending = pending_path(spec, job)
+    started = time.perf_counter()
+    # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
+    with single_threaded(backend):
+        if job.suite == BUILTIN:
+            result = _run_builtin(spec, job, backend, pending)
+        else:
+            result = _run_fuzz(spec, job, backend, pending)
+    result.elapsed_s = time.perf_counter() - started
+    pending.unlink(missing_ok=True)
+    return result
+
+
+def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
+    from suites import SUITES
+
+    suite = SUITES[job.suite]
+    fuzzed = fuzz_suite(
+        suite.name, suite.strategy(), backend, examples=spec.examples, seed=job.seed, faults=spec.faults,
+        pending_path=pending, database=spec.database.open(),
+        database_key=database_key(suite.name, backend, spec.faults),
+    )
+    outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []
+    return JobResult(job, fuzzed.examples, fuzzed.steps, fuzzed.elapsed_s, fuzzed.first_failure_at, outcomes)
+
+
+def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
+    from graphcheck.commands import builtin_scenarios
+
+    outcomes = []
+    for scenario in builtin_scenarios(spec.steps):
+        write_pending(pending, scenario)
+        outcomes.append(check_scenario(scenario, backend, faults=spec.faults))
+    return JobResult(job, len(outcomes), sum(o.steps_run for o in outcomes), outcomes=outcomes)

@@ -1,0 +1,229 @@
+"""``graphcheck run -j N``: the suites fuzzed by N pytest-xdist workers, merged into one report.
+
+The parent plans a RunSpec (graphcheck.jobs): for every suite, N jobs with
+seeds ``seed .. seed+N-1`` (``-j 1`` fuzzes ``seed`` alone, in process), and
+one job for the built-in demo scenarios. It runs ``python -m pytest`` over
+graphcheck/xdist_jobs.py with the graphcheck.xdist_plugin plugin and xdist's
+workers: ``-n N`` locally, or N ``--tx popen//env:CUDA_VISIBLE_DEVICES=K``
+workers pinned to the GPUs round robin where a CUDA backend sees several, or
+the user's own ``--tx`` specs (other hosts) from ``--xdist-args``. Workers share failing examples
+through the example database, which every job replays before it draws.
+Without ``--keep-going``, pytest's ``-x`` stops handing out jobs after the
+first divergence (jobs already running finish).
+
+The parent then merges the JobResults the controller wrote to
+``<report>/jobs/``: per suite, in suite order, the smallest shrunk scenario
+over all seeds (then the lowest seed) is that suite's divergence, exactly as
+``-j 1`` would report one; the exit codes are ``-j 1``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from graphcheck.cli_errors import BackendUnavailableError, UsageError
+from graphcheck.diff import Divergence
+from graphcheck.fuzz import FuzzResult
+from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec
+from graphcheck.records import CheckOutcome
+from graphcheck.scenario import Scenario
+
+#: the env var that picks the device a worker sees, per backend
+DEVICE_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "XPU_VISIBLE_DEVICES"}
+_POLL_S = 0.5
+
+
+def plan_jobs(suites: Sequence[str], seed: int, workers: int) -> tuple[Job, ...]:
+    """Suite-major, so the first jobs handed out are the first suite's, as in a ``-j 1`` run."""
+    fuzz = tuple(Job(suite, seed + i) for suite in suites for i in range(workers))
+    return fuzz + (Job(BUILTIN),)
+
+
+def visible_devices(backend: Any, environ: dict[str, str]) -> list[str]:
+    """The device ids this machine's workers can be spread over; [] for CPU and emulated backends."""
+    var = DEVICE_ENV.get(getattr(backend, "name", ""))
+    if var is None or getattr(backend, "emulated", False):
+        return []
+    listed = [d.strip() for d in environ.get(var, "").split(",") if d.strip()]
+    if listed or backend.name != "cuda":
+        return listed
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def worker_args(workers: int, backend: Any, xdist_args: Sequence[str], environ: dict[str, str]) -> list[str]:
+    """xdist's worker options: the user's ``--tx``/``-n`` if given, else N local workers, one GPU each where several."""
+    if any(_names_workers(a) for a in xdist_args):
+        return []
+    devices = visible_devices(backend, environ)
+    if len(devices) < 2:
+        return ["-n", str(workers)]
+    var = DEVICE_ENV[backend.name]
+    args: list[str] = []
+    for i in range(workers):
+        args += ["--tx", f"popen//env:{var}={devices[i % len(devices)]}"]
+    return args
+
+
+def _names_workers(arg: str) -> bool:
+    return arg in ("-n", "--numprocesses", "--tx") or arg.startswith(("--tx=", "--numprocesses=")) or bool(
+        re.fullmatch(r"-n(\d+|auto|logical)", arg)
+    )
+
+
+def pytest_command(spec_path: Path, results: Path, workers: list[str], keep_going: bool, xdist_args: Sequence[str]) -> list[str]:
+    """``python -m pytest`` over the job module, isolated from the project's own pytest configuration."""
+    import graphcheck.xdist_jobs
+
+    ini = results / "pytest.ini"
+    ini.write_text("[pytest]\n", encoding="utf-8")
+    # --tx workers need a --dist mode (-n implies "load"); jobs go to whichever worker is free.
+    dist = [] if any(a in ("-d", "--dist") or a.startswith("--dist=") for a in xdist_args) else ["--dist", "load"]
+    return [
+        sys.executable, "-m", "pytest", str(Path(graphcheck.xdist_jobs.__file__)),
+        "-p", "graphcheck.xdist_plugin", "--graphcheck-spec", str(spec_path),
+        "-c", str(ini), "--rootdir", str(results), "--noconftest", "-p", "no:cacheprovider", "-q",
+        *([] if keep_going else ["-x"]), *dist, *workers, *xdist_args,
+    ]
+
+
+def _child_env(environ: dict[str, str]) -> dict[str, str]:
+    """The parent's environment, with graphcheck's own folder first on PYTHONPATH (for a checkout run in place)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
+
+
+def check_options(jobs: int, xdist_args: str) -> list[str]:
+    """Validate ``-j`` and ``--xdist-args`` before anything is written; the xdist arguments, split."""
+    if not 1 <= jobs <= 256:
+        raise UsageError(f"-j/--jobs must be in [1, 256], got {jobs}")
+    try:
+        split = shlex.split(xdist_args or "")
+    except ValueError as err:
+        raise UsageError(f"--xdist-args: {err}") from None
+    if split and jobs == 1:
+        raise UsageError("--xdist-args needs -j N with N > 1")
+    if jobs > 1 and importlib.util.find_spec("xdist") is None:
+        raise UsageError("-j needs pytest-xdist: pip install 'graphcheck[parallel]'")
+    return split
+
+
+def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+    """Run ``plan`` through pytest-xdist; the merged outcomes and one FuzzResult per fuzz job."""
+    xdist_args = check_options(plan.jobs, args.xdist_args)
+    results = plan.out_dir / "jobs"
+    results.mkdir()
+    spec = RunSpec(
+        backend=plan.backend.name, emulate=bool(args.emulate), faults=tuple(plan.faults), examples=plan.examples,
+        steps=args.steps, database=plan.database, results_dir=str(results),
+        jobs=plan_jobs([s.name for s in plan.suites], plan.seed, plan.jobs),
+    )
+    spec_path = results / "spec.json"
+    spec_path.write_text(spec.to_json(), encoding="utf-8")
+    env = _child_env(dict(os.environ))
+    command = pytest_command(spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args)
+    console.print(f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs; log: {results / 'pytest.log'}")
+    code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
+    stopped_by_x = code == 2 and any(r.diverged or r.error for r in found.values())  # -x reports "interrupted"
+    if code in (2, 3, 4, 5) and not stopped_by_x:  # interrupted, internal error, usage error, no tests
+        tail = "\n".join((results / "pytest.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
+        if code == 4:
+            raise UsageError(f"pytest-xdist rejected the command line (--xdist-args?):\n{tail}")
+        raise RuntimeError(f"pytest-xdist stopped with exit code {code}:\n{tail}")
+    missing = [r for r in found.values() if r.backend_unavailable]
+    if missing:
+        raise BackendUnavailableError(f"a worker could not use the backend: {missing[0].error}")
+    return merge_results(spec, found, keep_going=args.keep_going)
+
+
+def _run_pytest(
+    command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
+) -> tuple[int, dict[str, JobResult]]:
+    """Run pytest, printing each job's line as its result lands; pytest's exit code and the results."""
+    found: dict[str, JobResult] = {}
+    with open(results / "pytest.log", "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            while True:
+                done = proc.poll() is not None
+                for job in spec.jobs:
+                    path = results / f"{job.id}.json"
+                    if job.id not in found and path.exists():
+                        found[job.id] = JobResult.from_json(path.read_text(encoding="utf-8"))
+                        if not quiet:
+                            console.print(job_line(found[job.id]))
+                if done:
+                    return proc.returncode, found
+                time.sleep(_POLL_S)
+        except BaseException:
+            proc.terminate()
+            proc.wait()
+            raise
+
+
+def job_line(result: JobResult) -> str:
+    job = result.job
+    name = "built-in scenarios" if job.suite == BUILTIN else f"{job.suite} seed {job.seed}"
+    if result.error:
+        return f"  [red]{name}: failed[/] {escape(result.error.splitlines()[0])}"
+    if not result.diverged:
+        return f"  [green]{name}: clean[/] ({result.examples} examples, {result.elapsed_s:.1f}s)"
+    first = next(o.first for o in result.outcomes if not o.clean)
+    at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
+    return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(first.headline())}"
+
+
+def merge_results(spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+    """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios."""
+    results = [_with_crash(found[job.id], spec) if found[job.id].error else found[job.id] for job in spec.jobs if job.id in found]
+    fuzzed = [r.fuzz_result() for r in results if r.job.suite != BUILTIN]
+    outcomes: list[CheckOutcome] = []
+    for suite in dict.fromkeys(j.suite for j in spec.jobs if j.suite != BUILTIN):
+        diverged = [r for r in results if r.job.suite == suite and r.diverged]
+        if not diverged:
+            continue
+        best = min(diverged, key=lambda r: (_size(r.outcomes[0].scenario), r.job.seed))
+        shrunk = best.outcomes[0]
+        shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite}/shrunk")
+        outcomes.append(shrunk)
+        if not keep_going:
+            break
+    builtin = found.get(Job(BUILTIN).id)
+    if builtin is not None and (keep_going or not outcomes):
+        outcomes.extend(builtin.outcomes if not builtin.error else _with_crash(builtin, spec).outcomes)
+    if not outcomes:
+        raise RuntimeError(f"parallel run produced no results; see {Path(spec.results_dir) / 'pytest.log'}")
+    return outcomes, fuzzed
+
+
+def _size(scenario: Scenario) -> tuple[int, int, int]:
+    return len(scenario.requests), scenario.num_steps, len(scenario.to_json())
+
+
+def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
+    """A job whose worker died: a crash divergence on the scenario it was running, when it left one."""
+    pending = Path(spec.results_dir) / f"pending-{result.job.id}.json"
+    if not pending.is_file():
+        raise RuntimeError(f"job {result.job.id} failed before running a scenario:\n{result.error}")
+    scenario = Scenario.from_json(pending.read_text(encoding="utf-8"))
+    crash = Divergence(
+        "crash", 0, "worker", "worker process", "a finished job", "no result", detail=result.error,
+    )
+    outcome = CheckOutcome(scenario, spec.backend, "none", divergences=[crash], faults=spec.faults)
+    return dataclasses.replace(result, outcomes=[outcome])

@@ -1,0 +1,171 @@
+"""graphcheck's pytest plugin: options and fixtures for writing your own lockstep properties.
+
+pytest loads it through the ``pytest11`` entry point once graphcheck is
+installed (``pip install graphcheck``, or ``-e`` in a checkout); without the
+install, ``-p graphcheck.pytest_plugin`` loads it (the entry point carries that
+same name, so giving both is harmless). ``-p no:graphcheck.pytest_plugin`` turns
+it off.
+
+Options:
+
+* ``--graphcheck-backend cpu|cuda|npu|xpu``: the backend the fixtures run on;
+  default ``$GRAPHCHECK_BACKEND``, else ``cpu`` (the variable ``suites/`` reads).
+* ``--graphcheck-emulate``: run that backend's framework on the CPU with the
+  emulated graph runner; default ``$GRAPHCHECK_EMULATE``.
+* ``--graphcheck-profile NAME``: load a Hypothesis profile before collection,
+  like ``--hypothesis-profile``. ``ci``, ``dev`` and ``thorough`` are
+  graphcheck's, registered as ``graphcheck-ci`` ... so that they never replace a
+  profile of yours or Hypothesis's built-in ``ci``; any other NAME is a profile
+  your project registered.
+
+Fixtures (nothing runs until a test asks for one):
+
+* ``graphcheck_backend`` (session): the resolved ``backends.devices.Device``. A
+  backend this machine cannot run is an error, with the reason, in every test
+  that asks for it, never a skip: a gate asked to check cuda must not pass on
+  a machine without a GPU.
+* ``graphcheck_engine_factory`` (module): the ``EngineFactory`` under test, the
+  built-in engine by default. Override it in a conftest.py or a test module
+  (scope ``"module"`` or ``"session"``) to check your own engine
+  (docs/adapters.md).
+* ``graphcheck_lockstep`` (module): a ``graphcheck.harness.LockstepRunner``;
+  ``graphcheck_lockstep(scenario, faults=[...])`` returns the CheckOutcome,
+  ``graphcheck_lockstep.build(scenario)`` the Lockstep to step yourself.
+* ``graphcheck_check`` (module): ``graphcheck_check(scenario, faults=[...])``
+  runs the scenario and raises ``ScenarioDiverged`` (an AssertionError, so
+  Hypothesis shrinks it) naming the first divergence, with a replay command.
+
+The fixtures are module-scoped because Hypothesis rejects function-scoped
+fixtures in ``@given`` tests; all of them are stateless. Importing this module
+imports neither torch, paddle nor Hypothesis.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable
+
+import pytest
+
+if TYPE_CHECKING:
+    from backends.devices import Device
+    from graphcheck.adapter import EngineFactory
+    from graphcheck.harness import LockstepRunner
+    from graphcheck.records import CheckOutcome
+
+#: graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py).
+PROFILE_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
+PROFILE_PREFIX = "graphcheck-"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from backends.devices import BACKENDS
+
+    group = parser.getgroup("graphcheck", "graphcheck: device-graph capture checks in lockstep")
+    group.addoption(
+        "--graphcheck-backend", choices=BACKENDS, default=None, metavar="NAME",
+        help=f"backend of the graphcheck fixtures: {', '.join(BACKENDS)} (default $GRAPHCHECK_BACKEND, else cpu)",
+    )
+    group.addoption(
+        "--graphcheck-emulate", action="store_true", default=None,
+        help="run the backend's framework on the CPU with the emulated graph runner (default $GRAPHCHECK_EMULATE)",
+    )
+    group.addoption(
+        "--graphcheck-profile", default=None, metavar="NAME",
+        help="load a Hypothesis profile: graphcheck's ci, dev, thorough, or one your project registered",
+    )
+
+
+def register_profiles() -> None:
+    """Register graphcheck's Hypothesis profiles as ``graphcheck-ci``, ``graphcheck-dev``, ``graphcheck-thorough``.
+
+    Examples, deadline and health checks as in tests/conftest.py, without the
+    explain phase: it re-runs a failing scenario under line tracing of the
+    whole engine (about 45 s on a small CPU box) to list engine lines, where
+    the divergence in the failure message already says what went wrong.
+    """
+    from hypothesis import HealthCheck, Phase, settings
+
+    phases = [p for p in Phase if p is not Phase.explain]
+    for name, examples in PROFILE_EXAMPLES.items():
+        settings.register_profile(
+            PROFILE_PREFIX + name, max_examples=examples, deadline=None, phases=phases,
+            suppress_health_check=[HealthCheck.too_slow], print_blob=name == "ci",
+        )
+
+
+def profile_name(name: str) -> str:
+    """The registered Hypothesis profile ``--graphcheck-profile NAME`` loads."""
+    return PROFILE_PREFIX + name if name in PROFILE_EXAMPLES else name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = config.getoption("graphcheck_profile")
+    if not name:
+        return
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    register_profiles()
+    try:
+        settings.load_profile(profile_name(name))
+    except InvalidArgument:
+        raise pytest.UsageError(
+            f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
+            f"{', '.join(PROFILE_EXAMPLES)}, others must be registered by your project first"
+        ) from None
+
+
+def backend_choice(config: pytest.Config) -> tuple[str, bool]:
+    """(backend name, emulate) from the options, else from GRAPHCHECK_BACKEND / GRAPHCHECK_EMULATE."""
+    name = config.getoption("graphcheck_backend") or os.environ.get("GRAPHCHECK_BACKEND", "cpu")
+    emulate = config.getoption("graphcheck_emulate")
+    return name, _env_flag("GRAPHCHECK_EMULATE") if emulate is None else bool(emulate)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    given = [config.getoption(o) for o in ("graphcheck_backend", "graphcheck_emulate", "graphcheck_profile")]
+    if not any(given):
+        return None
+    name, emulate = backend_choice(config)
+    profile = config.getoption("graphcheck_profile")
+    return (f"graphcheck: backend {name}{' --emulate' if emulate else ''}"
+            + (f", hypothesis profile {profile_name(profile)}" if profile else ""))
+
+
+@pytest.fixture(scope="session")
+def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
+    """The backend the graphcheck fixtures run on (``--graphcheck-backend``, ``--graphcheck-emulate``)."""
+    from backends.devices import BackendError, resolve
+
+    name, emulate = backend_choice(pytestconfig)
+    try:
+        return resolve(name, emulate=emulate)
+    except BackendError as exc:
+        pytest.fail(f"graphcheck backend unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def graphcheck_engine_factory() -> EngineFactory:
+    """The engine under test: the built-in engine. Override this fixture to check your own adapter."""
+    from backends.engine import Engine
+
+    return Engine
+
+
+@pytest.fixture(scope="module")
+def graphcheck_lockstep(graphcheck_backend: Device, graphcheck_engine_factory: EngineFactory) -> LockstepRunner:
+    """``graphcheck_lockstep(scenario, faults=())`` -> CheckOutcome; ``.build(scenario)`` -> Lockstep."""
+    from graphcheck.harness import LockstepRunner
+
+    return LockstepRunner(graphcheck_backend, graphcheck_engine_factory)
+
+
+@pytest.fixture(scope="module")
+def graphcheck_check(graphcheck_lockstep: LockstepRunner) -> Callable[..., CheckOutcome]:
+    """``graphcheck_check(scenario, faults=())``: the CheckOutcome, or ScenarioDiverged with the first divergence."""
+    return graphcheck_lockstep.check

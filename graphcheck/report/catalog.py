@@ -1,0 +1,133 @@
+"""Report files of ``graphcheck catalog``: ``<report-dir>/catalog/``.
+
+``write_catalog(result, out_dir, info)`` writes into ``out_dir``:
+
+- ``catalog.json``           settings, totals, and per fault: the first detection, the shrunk
+                             scenario's size and headline, every baseline case; then the clean engine
+- ``index.html``             the same as one self-contained page (inline CSS, no external resources)
+- ``pending-<fault>.json``   only while a search runs, or after a crash: the scenario it was running
+- ``scenarios/<fault>.json`` each fault's shrunk scenario (``scenarios/clean.json`` if the clean
+                             engine diverged), replayable with ``graphcheck replay FILE --inject FAULT``
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphcheck.baseline import BaselineResult
+from graphcheck.catalog import CLEAN_LABEL, CatalogResult, FaultResult
+from graphcheck.report.jsonout import divergence_dict, jsonable
+from graphcheck.timed_search import SearchResult
+
+FORMAT_VERSION = 1
+SCENARIO_DIR = "scenarios"
+CLEAN_NAME = CLEAN_LABEL
+
+
+@dataclass(frozen=True)
+class CatalogInfo:
+    """How the catalog was run: what the header and the replay commands need."""
+
+    command: str
+    started_at: str = ""  # ISO 8601
+    emulate: bool = False
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class CatalogPaths:
+    index_html: Path
+    catalog_json: Path
+    scenario_dir: Path
+
+
+def scenario_file(name: str) -> str:
+    """Where a fault's shrunk scenario goes, relative to the catalog folder."""
+    return f"{SCENARIO_DIR}/{name or CLEAN_NAME}.json"
+
+
+def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:
+    parts = ["graphcheck", "replay", str(path), "--backend", backend]
+    if emulate:
+        parts.append("--emulate")
+    if fault:
+        parts += ["--inject", fault]
+    return shlex.join(parts)
+
+
+def search_dict(search: SearchResult) -> dict[str, Any]:
+    det, shrunk = search.detection, search.shrunk
+    first = None
+    if det is not None:
+        first = {"suite": det.suite, "seconds": det.seconds, "examples": det.examples, "kind": det.kind,
+                 "divergence": divergence_dict(det.outcome.first)}
+    small = None
+    if shrunk is not None:
+        requests, steps = shrunk.size
+        small = {"requests": requests, "steps": steps, "kind": shrunk.outcome.first.kind,
+                 "divergence": divergence_dict(shrunk.outcome.first), "examples": shrunk.examples,
+                 "seconds": shrunk.seconds, "complete": shrunk.complete}
+    return {"suites": list(search.suites), "examples": search.examples, "seconds": search.seconds,
+            "detected": search.detected, "first": first, "shrunk": small}
+
+
+def baseline_dict(baseline: BaselineResult) -> dict[str, Any]:
+    return {"detected": baseline.detected, "failed_cases": len(baseline.failed), "cases": jsonable(baseline.cases),
+            "elapsed_s": baseline.elapsed_s}
+
+
+def fault_dict(result: FaultResult) -> dict[str, Any]:
+    data = {"fault": result.fault, "bug_class": result.bug_class, "signal": result.signal,
+            "detected": result.detected, "search": search_dict(result.search),
+            "baseline": baseline_dict(result.baseline)}
+    if result.search.shrunk is not None:
+        data["scenario_file"] = scenario_file(result.fault)
+    return data
+
+
+def catalog_document(result: CatalogResult, info: CatalogInfo) -> dict[str, Any]:
+    s = result.summary
+    clean = result.clean
+    return jsonable({
+        "format": FORMAT_VERSION,
+        "command": info.command, "started_at": info.started_at, "version": info.version,
+        "backend": result.backend, "description": result.description, "emulate": info.emulate,
+        "settings": result.settings, "elapsed_s": result.elapsed_s, "passed": result.passed,
+        "summary": {"faults": s.faults, "detected": s.detected, "rate": s.rate,
+                    "baseline_detected": s.baseline_detected, "baseline_rate": s.baseline_rate,
+                    "median_seconds_to_detect": s.median_seconds, "median_examples_to_detect": s.median_examples,
+                    "median_shrunk_requests": s.median_shrunk_requests, "median_shrunk_steps": s.median_shrunk_steps},
+        "faults": [fault_dict(f) for f in result.faults],
+        "clean": {"clean": clean.clean, "search": search_dict(clean.search), "baseline": baseline_dict(clean.baseline)},
+    })
+
+
+def _write_scenarios(result: CatalogResult, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.json"):  # scenarios of an earlier catalog run must not pass for this one's
+        old.unlink()
+    searches = [(f.fault, f.search) for f in result.faults] + [("", result.clean.search)]
+    for name, search in searches:
+        if search.shrunk is not None:
+            (folder.parent / scenario_file(name)).write_text(search.shrunk.scenario.to_json(), encoding="utf-8")
+
+
+def write_catalog(result: CatalogResult, out_dir: Path, info: CatalogInfo) -> CatalogPaths:
+    """Write catalog.json, index.html and the shrunk scenarios into ``out_dir`` (created if missing)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = CatalogPaths(out_dir / "index.html", out_dir / "catalog.json", out_dir / SCENARIO_DIR)
+    _write_scenarios(result, paths.scenario_dir)
+    text = json.dumps(catalog_document(result, info), indent=2, allow_nan=False)
+    paths.catalog_json.write_text(text + "\n", encoding="utf-8")
+    from graphcheck.report.catalog_html import render_catalog  # jinja2 only where HTML is wanted
+
+    paths.index_html.write_text(render_catalog(result, info, out_dir), encoding="utf-8")
+    return paths
+
+
+__all__ = ["CatalogInfo", "CatalogPaths", "catalog_document", "replay_command", "scenario_file", "write_catalog"]

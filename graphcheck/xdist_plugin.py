@@ -1,0 +1,84 @@
+"""The pytest plugin that ``graphcheck run -j N`` hands to pytest-xdist, with graphcheck/xdist_jobs.py.
+
+``graphcheck.parallel`` runs ``pytest -p graphcheck.xdist_plugin
+graphcheck/xdist_jobs.py --graphcheck-spec SPEC.json`` with xdist's workers:
+
+- controller: reads the RunSpec and ships it to every worker in xdist's
+  ``workerinput`` (so workers on other hosts need no shared files), and writes
+  each job's JobResult, which comes back in the test report's user properties,
+  to ``<results_dir>/<job id>.json``; a worker that died mid-job leaves an
+  ``error`` result instead.
+- workers: ``xdist_jobs.test_job`` is parametrized with the spec's jobs.
+
+Harmless in any other pytest run: without a spec it does nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphcheck.jobs import JobResult, RunSpec
+
+RESULT_PROPERTY = "graphcheck_job_result"
+SPEC_KEY = pytest.StashKey[RunSpec]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--graphcheck-spec", metavar="FILE", help="graphcheck run -j: the RunSpec JSON of this run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "graphcheck_spec" in workerinput:
+        text = workerinput["graphcheck_spec"]
+    elif config.getoption("graphcheck_spec"):
+        text = Path(config.getoption("graphcheck_spec")).read_text(encoding="utf-8")
+    else:
+        return
+    spec = RunSpec.from_json(text)
+    config.stash[SPEC_KEY] = spec
+    if workerinput is None:
+        config.pluginmanager.register(_ResultWriter(Path(spec.results_dir), spec), "graphcheck-result-writer")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: every worker gets the spec with its other start-up data."""
+    spec = node.config.stash.get(SPEC_KEY, None)
+    if spec is not None:
+        node.workerinput["graphcheck_spec"] = spec.to_json()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "job" not in metafunc.fixturenames:
+        return
+    spec = metafunc.config.stash.get(SPEC_KEY, None)
+    jobs = spec.jobs if spec is not None else ()
+    metafunc.parametrize("job", jobs, ids=[job.id for job in jobs])
+
+
+class _ResultWriter:
+    """Controller side: one JSON file per finished job, written as its report arrives."""
+
+    def __init__(self, folder: Path, spec: RunSpec):
+        self.folder = folder
+        self.by_id = {job.id: job for job in spec.jobs}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        texts = [value for name, value in report.user_properties if name == RESULT_PROPERTY]
+        if texts and report.when == "call":
+            result = JobResult.from_json(texts[-1])
+        elif report.failed and report.when in ("setup", "call", "???"):  # "???": xdist's report of a dead worker
+            job = self.by_id.get(report.nodeid.rpartition("[")[2].rstrip("]"))
+            if job is None:
+                return
+            result = JobResult(job, error=str(report.longrepr) or "job failed")
+        else:
+            return
+        tmp = self.folder / f".{result.job.id}.json.tmp"
+        tmp.write_text(result.to_json(), encoding="utf-8")
+        tmp.replace(self.folder / f"{result.job.id}.json")
+

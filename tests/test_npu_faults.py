@@ -1,0 +1,83 @@
+"""The four engine faults are caught through ``--backend xpu --emulate`` and ``--backend npu --emulate``.
+
+For each fault, the scenario that shows it (graphcheck.examples) is written to
+a file and replayed through the real CLI with ``--inject`` on the cpu backend,
+on xpu --emulate (paddle) and on npu --emulate (the NPUGraph runner on the
+emulated NPU module): each exits 1 with the same first divergence kind and
+tensor as cpu. Then one short fuzz run per emulated backend finds a fault from
+scratch. Kept small for a 2-core CI box.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from graphcheck import exitcodes
+from graphcheck.cli import main
+from graphcheck.examples import demo_scenario, late_joiner, shrinking_batch
+
+pytest.importorskip("torch")
+
+#: fault -> (the scenario that shows it, expected first kind)
+FAULTS = {
+    "rebind-output-offsets": (lambda: late_joiner("forward_sampling"), "address"),
+    "stale-padding-rows": (lambda: shrinking_batch("target_match", "step", num_steps=7), "token"),
+    "naive-seed-frozen": (lambda: demo_scenario(naive_mode=True, num_steps=3), "seed"),
+    "clone-held-per-step": (lambda: demo_scenario(num_steps=5), "memory"),
+}
+EMULATED = {"xpu": ("--backend", "xpu", "--emulate"), "npu": ("--backend", "npu", "--emulate")}
+
+
+def _first_failure(report_dir: Path) -> dict:
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    doc = json.loads((run_dir / "divergences.json").read_text())
+    failing = [o for o in doc["outcomes"] if not o["clean"]]
+    assert failing, doc
+    return failing[0]["failures"][0]
+
+
+def _replay(tmp: Path, fault: str, *backend: str) -> tuple[int, dict | None]:
+    scenario = tmp / "scenario.json"
+    if not scenario.exists():
+        scenario.write_text(FAULTS[fault][0]().to_json())
+    reports = tmp / "-".join(backend).replace("--", "")
+    code = main(["replay", str(scenario), *backend, "--inject", fault, "--quiet", "--report-dir", str(reports)])
+    return code, _first_failure(reports) if code == exitcodes.DIVERGENCE else None
+
+
+@functools.cache
+def _cpu_headline(fault: str, tmp: Path) -> tuple[str, str]:
+    code, first = _replay(tmp, fault, "--backend", "cpu")
+    assert code == exitcodes.DIVERGENCE and first is not None
+    return first["kind"], first["tensor"]
+
+
+@pytest.mark.parametrize("backend", sorted(EMULATED))
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_is_caught_like_on_cpu(fault: str, backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    if backend == "xpu":
+        pytest.importorskip("paddle")
+    tmp = tmp_path_factory.getbasetemp() / f"fault-{fault}"
+    tmp.mkdir(exist_ok=True)
+    kind, tensor = _cpu_headline(fault, tmp)
+    assert kind == FAULTS[fault][1]
+    code, first = _replay(tmp, fault, *EMULATED[backend])
+    assert code == exitcodes.DIVERGENCE, f"{fault} went undetected on {backend} --emulate"
+    assert (first["kind"], first["tensor"]) == (kind, tensor)
+
+
+@pytest.mark.parametrize("backend, suite, fault", [
+    ("xpu", "seeds", "naive-seed-frozen"),
+    ("npu", "addresses", "rebind-output-offsets"),
+])
+def test_a_short_fuzz_run_finds_the_fault(backend: str, suite: str, fault: str, tmp_path: Path) -> None:
+    if backend == "xpu":
+        pytest.importorskip("paddle")
+    code = main(["run", *EMULATED[backend], "--suite", suite, "--examples", "3", "--steps", "4", "--seed", "0",
+                 "--inject", fault, "--quiet", "--report-dir", str(tmp_path)])
+    assert code == exitcodes.DIVERGENCE
+    assert _first_failure(tmp_path)["kind"] == FAULTS[fault][1]

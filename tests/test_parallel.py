@@ -1,0 +1,141 @@
+"""``graphcheck run -j N``: pytest-xdist workers, one seed each, one merged report, -j 1's exit codes.
+
+The CLI runs in this process; its pytest-xdist run is a subprocess with two
+local workers. The planning and merging helpers are tested without workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from graphcheck import exitcodes
+from graphcheck.cli import main
+from graphcheck.database import DatabaseSpec
+from graphcheck.diff import Divergence
+from graphcheck.examples import demo_scenario
+from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec
+from graphcheck.parallel import merge_results, plan_jobs, worker_args
+from graphcheck.records import CheckOutcome
+
+pytest.importorskip("xdist", reason="-j needs pytest-xdist (pip install 'graphcheck[parallel]')")
+
+FAULT = "naive-seed-frozen"
+
+
+def _run(report_dir: Path, *extra: str) -> tuple[int, Path]:
+    code = main(["run", "--suite", "seeds", "--profile", "ci", "--quiet", "--report-dir", str(report_dir), *extra])
+    (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
+    return code, run_dir
+
+
+def _first_failure(run_dir: Path) -> dict:
+    doc = json.loads((run_dir / "divergences.json").read_text())
+    return next(o for o in doc["outcomes"] if not o["clean"])["failures"][0]
+
+
+def test_j2_finds_the_fault_j1_finds_and_replays_it_from_the_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    code_1, run_1 = _run(tmp_path / "j1", "--inject", FAULT, "--database", db)
+    assert code_1 == exitcodes.DIVERGENCE
+
+    # Found on its own (no database), by workers with seeds 0 and 1, merged into one report.
+    code_2, run_2 = _run(tmp_path / "j2", "--inject", FAULT, "-j", "2", "--database", "none")
+    assert code_2 == exitcodes.DIVERGENCE
+    first_1, first_2 = _first_failure(run_1), _first_failure(run_2)
+    assert (first_2["kind"], first_2["tensor"]) == (first_1["kind"], first_1["tensor"]) == ("seed", "infer_seed")
+    for name in ("index.html", "divergences.json", "scenario.json", "junit.xml", "fuzz.json"):
+        assert (run_2 / name).is_file(), name
+    assert not list(run_2.glob("jobs/pending-*.json"))
+    fuzzed = json.loads((run_2 / "fuzz.json").read_text())["suites"]
+    assert [f["suite"] for f in fuzzed] == ["seeds seed 0", "seeds seed 1"] and not any(f["clean"] for f in fuzzed)
+
+    # With the database the -j 1 run filled, every worker's first example is the saved failure.
+    code_3, run_3 = _run(tmp_path / "j2db", "--inject", FAULT, "-j", "2", "--seed", "5", "--database", db)
+    assert code_3 == exitcodes.DIVERGENCE
+    fuzzed = json.loads((run_3 / "fuzz.json").read_text())["suites"]
+    assert [(f["first_failure_at"], f["examples"]) for f in fuzzed] == [(1, 2), (1, 2)]
+    assert (run_3 / "scenario.json").read_text() == (run_1 / "scenario.json").read_text()
+
+
+def test_j2_clean_run_exits_0_with_the_demo_scenarios(tmp_path: Path) -> None:
+    code, run_dir = _run(tmp_path, "-j", "2", "--examples", "2", "--steps", "4", "--database", "none")
+    assert code == exitcodes.CLEAN
+    doc = json.loads((run_dir / "divergences.json").read_text())
+    assert [o["scenario"] for o in doc["outcomes"]] == [f"builtin/demo-{m}" for m in ("greedy", "target_match", "topp", "naive")]
+    assert len(json.loads((run_dir / "fuzz.json").read_text())["suites"]) == 2
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["-j", "0"], "-j/--jobs"),
+        (["--xdist-args=--tx popen"], "needs -j"),
+        (["-j", "2", "--xdist-args=--tx \"popen"], "--xdist-args"),
+        (["-j", "2", "--xdist-args=--no-such-option"], "rejected"),
+    ],
+)
+def test_parallel_usage_errors_exit_2(argv: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--suite", "seeds", "--examples", "1", "--database", "none", "--report-dir", str(tmp_path), *argv]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    if words != "rejected":  # caught before the run starts: no report folder
+        assert not any(tmp_path.iterdir())
+
+
+def test_jobs_are_suite_major_with_consecutive_seeds() -> None:
+    assert plan_jobs(["a", "b"], 7, 2) == (Job("a", 7), Job("a", 8), Job("b", 7), Job("b", 8), Job(BUILTIN))
+    assert [j.id for j in plan_jobs(["a"], 0, 1)] == ["a-seed0", BUILTIN]
+
+
+def test_workers_one_gpu_each_where_several_are_visible() -> None:
+    cpu = SimpleNamespace(name="cpu", emulated=True)
+    cuda = SimpleNamespace(name="cuda", emulated=False)
+    assert worker_args(3, cpu, [], {}) == ["-n", "3"]
+    assert worker_args(3, cuda, [], {"CUDA_VISIBLE_DEVICES": "4,5"}) == [
+        "--tx", "popen//env:CUDA_VISIBLE_DEVICES=4", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=5",
+        "--tx", "popen//env:CUDA_VISIBLE_DEVICES=4",
+    ]
+    assert worker_args(2, cuda, [], {"CUDA_VISIBLE_DEVICES": "0"}) == ["-n", "2"]
+    assert worker_args(2, cpu, ["--tx", "ssh=gpu1"], {}) == []  # the user's workers, other hosts included
+
+
+def _outcome(name: str, requests: int, clean: bool) -> CheckOutcome:
+    scenario = demo_scenario(num_steps=4)
+    scenario = dataclasses.replace(scenario, name=name, requests=scenario.requests[:requests])
+    divergences = [] if clean else [Divergence("seed", 0, "infer_seed", "reference vs eager", 4, 0)]
+    return CheckOutcome(scenario, "cpu", "emulated", divergences=divergences)
+
+
+def _spec(tmp_path: Path, jobs: tuple[Job, ...]) -> RunSpec:
+    return RunSpec("cpu", False, (), 8, 4, DatabaseSpec("none"), str(tmp_path), jobs)
+
+
+def test_merge_takes_the_smallest_shrunk_scenario_per_suite_in_suite_order(tmp_path: Path) -> None:
+    jobs = plan_jobs(["seeds", "padding"], 0, 2)
+    found = {
+        "seeds-seed0": JobResult(Job("seeds", 0), 10, 10, outcomes=[_outcome("a", 2, False)]),
+        "seeds-seed1": JobResult(Job("seeds", 1), 10, 10, outcomes=[_outcome("b", 1, False)]),
+        "padding-seed0": JobResult(Job("padding", 0), 10, 10, outcomes=[_outcome("c", 1, False)]),
+        "padding-seed1": JobResult(Job("padding", 1), 10, 10),
+        BUILTIN: JobResult(Job(BUILTIN), 4, 16, outcomes=[_outcome("builtin/demo", 1, True)]),
+    }
+    outcomes, fuzzed = merge_results(_spec(tmp_path, jobs), found, keep_going=False)
+    assert [o.scenario.name for o in outcomes] == ["seeds/shrunk"]
+    assert len(outcomes[0].scenario.requests) == 1  # seed 1's, the smaller
+    assert [f.suite for f in fuzzed] == ["seeds seed 0", "seeds seed 1", "padding seed 0", "padding seed 1"]
+    outcomes, _ = merge_results(_spec(tmp_path, jobs), found, keep_going=True)
+    assert [o.scenario.name for o in outcomes] == ["seeds/shrunk", "padding/shrunk", "builtin/demo"]
+
+
+def test_a_dead_worker_is_a_crash_divergence_on_its_pending_scenario(tmp_path: Path) -> None:
+    job = Job("seeds", 0)
+    (tmp_path / f"pending-{job.id}.json").write_text(demo_scenario(num_steps=4).to_json())
+    found = {job.id: JobResult(job, error="worker 'gw0' crashed while running 'test_job[seeds-seed0]'")}
+    outcomes, _ = merge_results(_spec(tmp_path, (job, Job(BUILTIN))), found, keep_going=False)
+    (crash,) = outcomes
+    assert crash.first.kind == "crash" and "crashed" in crash.first.detail
