@@ -184,6 +184,38 @@ def run_clean(backend: Any, cfg: CatalogSettings, work_dir: Path) -> CleanResult
     return CleanResult(search, run_baseline(backend, ()))
 
 
+def _resolved_run(kind: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
+    """One catalog job in a fresh process: resolve the backend there, then run it."""
+    from backends.devices import resolve
+    from suites.properties import single_threaded
+
+    backend = resolve(backend_name, emulate=emulate)
+    with single_threaded(backend):
+        return run_clean(backend, cfg, work_dir) if kind == CLEAN_LABEL else run_fault(name, backend, cfg, work_dir)
+
+
+def _isolated(kind: str, name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> Any:
+    """Run one job in a child process (spawned), so a device fault cannot outlive it.
+
+    On a real device, a faulty replay (in the peer baseline, which has no
+    freed-input audit) can raise a device-side assert, which poisons the CUDA
+    context of the whole process: every later capture would fail and be
+    mis-attributed to the next faults. A fresh process per job keeps them apart.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        job = pool.submit(_resolved_run, kind, name, backend.name, bool(backend.emulated), cfg, work_dir)
+        try:
+            return job.result()
+        except BrokenProcessPool as err:
+            pending = pending_path(work_dir, name or CLEAN_LABEL)
+            raise RuntimeError(f"the catalog process for {name or 'the clean engine'} died; "
+                               f"the scenario it was running is in {pending}") from err
+
+
 def run_catalog(
     names: Sequence[str], backend: Any, cfg: CatalogSettings, work_dir: Path, *, on_done: ProgressHook | None = None
 ) -> CatalogResult:
@@ -192,18 +224,26 @@ def run_catalog(
     The clean engine goes first: a fault is only worth timing on an engine that is clean
     without it, and its search absorbs the one-off warm-up (strategies, first captures)
     that would otherwise count against the first fault's time to detection. Each scenario
-    is on disk in ``work_dir`` (``pending_path``) while it runs.
+    is on disk in ``work_dir`` (``pending_path``) while it runs. On a real device
+    (not emulated) every job runs in its own process (``_isolated``).
     """
+    started = time.perf_counter()
+    if getattr(backend, "emulated", True):
+        def job(kind: str, name: str) -> Any:
+            return run_clean(backend, cfg, work_dir) if kind == CLEAN_LABEL else run_fault(name, backend, cfg, work_dir)
+    else:
+        def job(kind: str, name: str) -> Any:
+            return _isolated(kind, name, backend, cfg, work_dir)
+
     from suites.properties import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
-    started = time.perf_counter()
     results = []
     with single_threaded(backend):
-        clean = run_clean(backend, cfg, work_dir)
+        clean = job(CLEAN_LABEL, "")
         if on_done is not None:
             on_done("", clean)
         for name in names:
-            results.append(run_fault(name, backend, cfg, work_dir))
+            results.append(job("fault", name))
             if on_done is not None:
                 on_done(name, results[-1])
     elapsed = time.perf_counter() - started

@@ -306,3 +306,13 @@ def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
 def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     assert main(["catalog", "--report-dir", str(tmp_path), *argv]) == exitcodes.USAGE
     assert message in capsys.readouterr().err
+
+
+def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
+    """Real devices run each fault in a spawned process; the result comes back whole."""
+    from backends.devices import resolve
+    from graphcheck.catalog import CatalogSettings, _isolated
+
+    result = _isolated("fault", "host-sync-in-capture", resolve("cpu"), CatalogSettings(budget_s=10, shrink_s=2), tmp_path)
+    assert result.fault == "host-sync-in-capture" and result.detected
+    assert result.baseline is not None
