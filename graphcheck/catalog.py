@@ -187,7 +187,7 @@ def run_clean(backend: Any, cfg: CatalogSettings, work_dir: Path) -> CleanResult
 def _resolved_run(kind: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
     """One catalog job in a fresh process: resolve the backend there, then run it."""
     from backends.devices import resolve
-    from suites.properties import single_threaded
+    from graphcheck.threads import single_threaded
 
     backend = resolve(backend_name, emulate=emulate)
     with single_threaded(backend):
@@ -235,7 +235,7 @@ def run_catalog(
         def job(kind: str, name: str) -> Any:
             return _isolated(kind, name, backend, cfg, work_dir)
 
-    from suites.properties import single_threaded  # the tiny model runs ~4x faster on one torch thread
+    from graphcheck.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
     results = []
     with single_threaded(backend):

@@ -121,7 +121,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         outcomes, fuzzed = run_parallel(args, plan, console)
     else:
-        from suites.properties import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
+        from graphcheck.threads import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
 
         with single_threaded(plan.backend):
             outcomes, fuzzed = _run_in_process(args, plan, console, pending)

@@ -14,15 +14,15 @@ failing divergence, what else failed, and how to replay the scenario.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from graphcheck.adapter import EngineFactory
 from graphcheck.lockstep import Lockstep
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
+from graphcheck.threads import single_threaded
 
 if TYPE_CHECKING:
     from backends.devices import Device
@@ -60,7 +60,7 @@ class LockstepRunner:
 
     def __call__(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:
         """Run ``scenario`` to its end or its first failing divergence."""
-        with one_cpu_thread(self.backend):
+        with single_threaded(self.backend):
             return self.build(scenario, faults=faults).run()
 
     def check(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:
@@ -70,28 +70,6 @@ class LockstepRunner:
         if not outcome.clean:
             raise ScenarioDiverged(failure_report(outcome, self.backend, self.engine_factory), outcome)
         return outcome
-
-
-@contextlib.contextmanager
-def one_cpu_thread(backend: Device) -> Iterator[None]:
-    """Run torch on one intra-op thread while a torch-on-CPU backend checks, then restore the count.
-
-    The model's kernels are tiny, so thread hand-offs cost more than they save
-    (a lockstep run is several times faster on one thread). Deliberately not
-    ``suites.properties.single_threaded``: importing ``suites.properties`` calls
-    ``@given``, which Hypothesis refuses inside a running ``@given`` test.
-    """
-    if backend.framework != "torch" or backend.device != "cpu":
-        yield
-        return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def replay_command(backend: Device, faults: Sequence[str], path: str = "scenario.json") -> str:
@@ -137,4 +115,4 @@ def failure_report(outcome: CheckOutcome, backend: Device, engine_factory: Engin
     return "\n".join(lines)
 
 
-__all__ = ["LockstepRunner", "ScenarioDiverged", "failure_report", "one_cpu_thread", "replay_command"]
+__all__ = ["LockstepRunner", "ScenarioDiverged", "failure_report", "replay_command"]

@@ -130,7 +130,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
         backend = resolve(spec.backend, emulate=spec.emulate)
     except BackendError as err:
         return JobResult(job, error=str(err), backend_unavailable=True)
-    from suites.properties import single_threaded
+    from graphcheck.threads import single_threaded
 
     pending = pending_path(spec, job)
     started = time.perf_counter()

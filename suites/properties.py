@@ -14,16 +14,16 @@ active Hypothesis profile (``HYPOTHESIS_PROFILE``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from hypothesis import given
 
 from graphcheck.lockstep import EngineFactory, Lockstep
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
+from graphcheck.threads import single_threaded  # re-exported for suites and tests
 from suites import SUITES, Suite
 
 
@@ -39,26 +39,6 @@ def backend_from_env() -> Any:
     name = os.environ.get("GRAPHCHECK_BACKEND", "cpu")
     emulate = os.environ.get("GRAPHCHECK_EMULATE", "").strip().lower() not in ("", "0", "false", "no")
     return _resolve(name, emulate)
-
-
-@contextlib.contextmanager
-def single_threaded(backend: Any) -> Iterator[None]:
-    """One intra-op thread for torch on the CPU while a check runs, restored afterwards.
-
-    The model's ops are tiny: on a small (2-core) box the thread pool's hand-offs
-    cost more than the work, and a lockstep run is about 4x faster on one thread.
-    """
-    if getattr(backend, "framework", None) != "torch" or getattr(backend, "device", None) != "cpu":
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def check(
