@@ -60,6 +60,29 @@ class Device:
     description: str  # one line for reports: framework, version, device, runner
     emulated: bool = False
 
+    def device_error(self) -> str | None:
+        """After an engine exception: the device's sticky error, or None while it still works.
+
+        A device-side assert or an illegal access poisons the framework's
+        context for the whole process: every later kernel fails with it. A tiny
+        round trip through the device tells whether that happened. Emulated and
+        CPU backends never lose their device.
+        """
+        if self.emulated or self.device == "cpu":
+            return None
+        try:
+            if self.framework == "paddle":
+                import paddle
+
+                paddle.ones([1]).numpy()
+            else:
+                import torch
+
+                torch.ones(1, device=self.device).sum().cpu()
+        except Exception as exc:  # the sticky error itself
+            return f"{type(exc).__name__}: {exc}".strip()
+        return None
+
 
 @dataclass(frozen=True)
 class BackendStatus:

@@ -168,51 +168,68 @@ def _search(
     return result
 
 
-def run_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult:
+def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> SearchResult:
+    """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite)."""
     from backends.engine.faults import FAULTS
     from suites import SUITES
 
+    if not name:
+        return _search(suite_plan(None, SUITES), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
+    plan = suite_plan(FAULTS[name].bug_class, SUITES)
+    return _search(plan, backend, (name,), cfg, name, work_dir, cfg.slice_examples)
+
+
+def baseline_fault(name: str, backend: Any) -> BaselineResult:
+    """The peer-style baseline with fault ``name`` injected ("" = the clean engine)."""
+    return run_baseline(backend, (name,) if name else ())
+
+
+def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> FaultResult | CleanResult:
+    from backends.engine.faults import FAULTS
+
+    if not name:
+        return CleanResult(search, baseline)
     fault = FAULTS[name]
-    search = _search(suite_plan(fault.bug_class, SUITES), backend, (name,), cfg, name, work_dir, cfg.slice_examples)
-    return FaultResult(name, fault.bug_class, fault.signal, search, run_baseline(backend, (name,)))
+    return FaultResult(name, fault.bug_class, fault.signal, search, baseline)
+
+
+def run_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult:
+    return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
 
 
 def run_clean(backend: Any, cfg: CatalogSettings, work_dir: Path) -> CleanResult:
-    from suites import SUITES
-
-    search = _search(suite_plan(None, SUITES), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
-    return CleanResult(search, run_baseline(backend, ()))
+    return _assemble("", search_fault("", backend, cfg, work_dir), baseline_fault("", backend))
 
 
-def _resolved_run(kind: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
-    """One catalog job in a fresh process: resolve the backend there, then run it."""
+def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
+    """One part ("search" or "baseline") of one catalog job, in a fresh process."""
     from backends.devices import resolve
     from graphcheck.threads import single_threaded
 
     backend = resolve(backend_name, emulate=emulate)
     with single_threaded(backend):
-        return run_clean(backend, cfg, work_dir) if kind == CLEAN_LABEL else run_fault(name, backend, cfg, work_dir)
+        return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend)
 
 
-def _isolated(kind: str, name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> Any:
-    """Run one job in a child process (spawned), so a device fault cannot outlive it.
+def _isolated(part: str, name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> Any:
+    """Run one part of a job in a child process (spawned), so a device fault cannot outlive it.
 
-    On a real device, a faulty replay (in the peer baseline, which has no
-    freed-input audit) can raise a device-side assert, which poisons the CUDA
-    context of the whole process: every later capture would fail and be
-    mis-attributed to the next faults. A fresh process per job keeps them apart.
+    On a real device a faulty replay can raise a device-side assert, which
+    poisons the framework's context for the whole process: every later capture
+    would fail and be counted against whatever runs next (the next fault, or
+    the baseline after a search). A fresh process per part keeps them apart.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        job = pool.submit(_resolved_run, kind, name, backend.name, bool(backend.emulated), cfg, work_dir)
+        job = pool.submit(_resolved_run, part, name, backend.name, bool(backend.emulated), cfg, work_dir)
         try:
             return job.result()
         except BrokenProcessPool as err:
             pending = pending_path(work_dir, name or CLEAN_LABEL)
-            raise RuntimeError(f"the catalog process for {name or 'the clean engine'} died; "
+            raise RuntimeError(f"the catalog process for {name or 'the clean engine'} ({part}) died; "
                                f"the scenario it was running is in {pending}") from err
 
 
@@ -229,21 +246,22 @@ def run_catalog(
     """
     started = time.perf_counter()
     if getattr(backend, "emulated", True):
-        def job(kind: str, name: str) -> Any:
-            return run_clean(backend, cfg, work_dir) if kind == CLEAN_LABEL else run_fault(name, backend, cfg, work_dir)
+        def job(name: str) -> Any:
+            return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
     else:
-        def job(kind: str, name: str) -> Any:
-            return _isolated(kind, name, backend, cfg, work_dir)
+        def job(name: str) -> Any:
+            parts = (_isolated(part, name, backend, cfg, work_dir) for part in ("search", "baseline"))
+            return _assemble(name, *parts)
 
     from graphcheck.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
     results = []
     with single_threaded(backend):
-        clean = job(CLEAN_LABEL, "")
+        clean = job("")
         if on_done is not None:
             on_done("", clean)
         for name in names:
-            results.append(job("fault", name))
+            results.append(job(name))
             if on_done is not None:
                 on_done(name, results[-1])
     elapsed = time.perf_counter() - started

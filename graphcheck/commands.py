@@ -157,8 +157,15 @@ def _run_in_process(
             fuzzed.append(result)
             if result.outcome is not None:
                 shrunk = result.outcome
-                shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite.name}/shrunk")
+                lost = shrunk.device_error is not None
+                label = "unshrunk: device lost" if lost else "shrunk"
+                shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite.name}/{label}")
                 outcomes.append(shrunk)
+                if lost:
+                    console.print(f"[bold red]device lost[/] {shrunk.device_error}: the engine's failure poisoned the "
+                                  "device for this process, so the scenario is reported unshrunk and the run stops; "
+                                  "`graphcheck replay` it in a fresh process")
+                    return outcomes, fuzzed
                 if not args.keep_going:
                     break
         # Then the built-in demo scenarios: a fixed smoke check of every verify mode.

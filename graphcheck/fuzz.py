@@ -61,6 +61,20 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) ->
     path.write_text(json.dumps({"run": run, "suites": entries}, indent=2) + "\n", encoding="utf-8")
 
 
+class DeviceLost(BaseException):
+    """A check left the device unusable (``CheckOutcome.device_error``): stop searching.
+
+    Every later check in this process would fail with the same sticky error, so
+    shrinking would "succeed" on anything. A BaseException, so Hypothesis does
+    not take it for a test failure and shrink it; the search ends with the
+    outcome as it is, unshrunk.
+    """
+
+    def __init__(self, outcome: CheckOutcome) -> None:
+        super().__init__(outcome.device_error)
+        self.outcome = outcome
+
+
 def write_pending(path: Path, scenario: Scenario) -> None:
     """Write the scenario about to run, durably, before anything can crash."""
     tmp = path.with_suffix(".tmp")
@@ -137,6 +151,8 @@ def fuzz_suite(
             on_example(scenario, outcome)
         if not outcome.clean and not first_failure:
             first_failure.append(counts["examples"])
+        if outcome.device_error:
+            raise DeviceLost(outcome)
         return not outcome.clean
 
     config = settings(
@@ -150,7 +166,11 @@ def fuzz_suite(
         print_blob=False,
         phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
     )
-    shrunk = find_diverging(strategy, diverges, config, seed=seed, database_key=database_key)
+    try:
+        shrunk = find_diverging(strategy, diverges, config, seed=seed, database_key=database_key)
+    except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
+        elapsed = time.perf_counter() - started
+        return FuzzResult(name, counts["examples"], counts["steps"], lost.outcome, elapsed, first_failure[0])
     if shrunk is None:
         return FuzzResult(name, counts["examples"], counts["steps"], None, time.perf_counter() - started)
     write_pending(pending_path, shrunk)

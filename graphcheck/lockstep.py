@@ -100,6 +100,7 @@ class Lockstep:
         self._memory_baseline: int | None = None
         self._freed_seen: set[tuple[str, str]] = set()  # (graph, input) reported by _freed_inputs
         self._emulated = bool(getattr(backend, "emulated", False))
+        self._backend = backend
         self._replays = 0
         try:
             with self._phase("setup_eager"):
@@ -258,6 +259,9 @@ class Lockstep:
         self.outcome.divergences.append(
             Divergence(kind, t, where, "engine", None, f"{type(exc).__name__}: {exc}", detail=text)
         )
+        probe = getattr(self._backend, "device_error", None)
+        if not self._emulated and callable(probe):
+            self.outcome.device_error = probe()
 
 
 def check_scenario(scenario: Scenario, backend: Any, *, faults: Sequence[str] = ()) -> CheckOutcome:

@@ -67,6 +67,8 @@ class CheckOutcome:
     steps_run: int = 0
     elapsed_s: float = 0.0
     faults: tuple[str, ...] = ()
+    #: Set when an engine exception left the device unusable for this process (see Lockstep._fail).
+    device_error: str | None = None
 
     @property
     def failures(self) -> list[Divergence]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import Flaky, NoSuchExample, Unsatisfiable
 
-from graphcheck.fuzz import write_pending
+from graphcheck.fuzz import DeviceLost, write_pending
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
 
@@ -172,9 +172,15 @@ def timed_search(
                 write_pending(pending_path, scenario)
                 outcome = check(scenario)
                 tracker.after(name, outcome)
+                if outcome.device_error:
+                    raise DeviceLost(outcome)
                 return not outcome.clean
 
-            tracker.cut = _run_slice(suite.strategy(), predicate, slice_examples, f"{seed}/{suite.name}/{round_no}")
+            try:
+                tracker.cut = _run_slice(suite.strategy(), predicate, slice_examples, f"{seed}/{suite.name}/{round_no}")
+            except DeviceLost:  # nothing more can run in this process: keep what the tracker holds
+                tracker.cut = True
+                return _result(tracker, started)
             if tracker.detection is not None:
                 return _result(tracker, started)
         round_no += 1

@@ -313,6 +313,8 @@ def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
     from backends.devices import resolve
     from graphcheck.catalog import CatalogSettings, _isolated
 
-    result = _isolated("fault", "host-sync-in-capture", resolve("cpu"), CatalogSettings(budget_s=10, shrink_s=2), tmp_path)
-    assert result.fault == "host-sync-in-capture" and result.detected
-    assert result.baseline is not None
+    cfg = CatalogSettings(budget_s=10, shrink_s=2)
+    search = _isolated("search", "host-sync-in-capture", resolve("cpu"), cfg, tmp_path)
+    assert search.detection is not None and search.detection.outcome.first.kind == "capture"
+    baseline = _isolated("baseline", "host-sync-in-capture", resolve("cpu"), cfg, tmp_path)
+    assert baseline.detected

@@ -1,0 +1,72 @@
+"""A device poisoned by an engine failure stops the search instead of shrinking garbage.
+
+On a real GPU a device-side assert is sticky: every later kernel of the process
+fails with it, so every shrink candidate would "fail" too. These tests stand in
+for such a device with a CPU backend that reports itself non-emulated and whose
+``device_error`` probe says the context is gone once an engine has failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from backends.devices import Device, resolve
+from backends.engine.faults import HOST_SYNC_IN_CAPTURE
+from graphcheck.fuzz import fuzz_suite
+from graphcheck.lockstep import check_scenario
+from graphcheck.timed_search import timed_search
+from suites import SUITES
+
+STICKY = "AcceleratorError: CUDA error: device-side assert triggered"
+
+
+@dataclasses.dataclass(frozen=True)
+class PoisonedDevice(Device):
+    """The cpu backend, posing as a device whose context an engine failure has poisoned."""
+
+    def device_error(self) -> str | None:
+        return STICKY
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthyDevice(Device):
+    def device_error(self) -> str | None:
+        return None
+
+
+def as_device(kind: type[Device]) -> Device:
+    cpu = resolve("cpu")
+    return kind(**{f.name: getattr(cpu, f.name) for f in dataclasses.fields(Device)} | {"emulated": False})
+
+
+def test_the_real_probe_says_nothing_on_cpu() -> None:
+    assert resolve("cpu").device_error() is None
+
+
+def test_a_failure_on_a_poisoned_device_is_marked() -> None:
+    scenario = SUITES["addresses"].strategy().example()
+    outcome = check_scenario(scenario, as_device(PoisonedDevice), faults=[HOST_SYNC_IN_CAPTURE])
+    assert outcome.first.kind == "capture" and outcome.device_error == STICKY
+    healthy = check_scenario(scenario, as_device(HealthyDevice), faults=[HOST_SYNC_IN_CAPTURE])
+    assert healthy.first.kind == "capture" and healthy.device_error is None
+
+
+def test_fuzzing_stops_at_the_first_poisoning_failure_unshrunk(tmp_path: Path) -> None:
+    result = fuzz_suite(
+        "addresses", SUITES["addresses"].strategy(), as_device(PoisonedDevice), examples=20, seed=0,
+        faults=[HOST_SYNC_IN_CAPTURE], pending_path=tmp_path / "pending.json",
+    )
+    assert result.examples == 1 and result.first_failure_at == 1
+    assert result.outcome is not None and result.outcome.device_error == STICKY
+    assert (tmp_path / "pending.json").exists()  # the failing scenario is on disk
+
+
+def test_the_catalog_search_stops_too(tmp_path: Path) -> None:
+    backend = as_device(PoisonedDevice)
+    result = timed_search(
+        [SUITES["addresses"]], lambda s: check_scenario(s, backend, faults=[HOST_SYNC_IN_CAPTURE]),
+        budget_s=30, shrink_s=10, seed="0", pending_path=tmp_path / "pending.json",
+    )
+    assert result.examples == 1 and result.detection is not None
+    assert result.detection.outcome.device_error == STICKY and not result.shrunk.complete
