@@ -13,6 +13,7 @@ from pathlib import Path
 
 from backends.devices import Device, resolve
 from backends.engine.faults import HOST_SYNC_IN_CAPTURE
+from graphcheck.examples import demo_scenario
 from graphcheck.fuzz import fuzz_suite
 from graphcheck.lockstep import check_scenario
 from graphcheck.timed_search import timed_search
@@ -45,7 +46,7 @@ def test_the_real_probe_says_nothing_on_cpu() -> None:
 
 
 def test_a_failure_on_a_poisoned_device_is_marked() -> None:
-    scenario = SUITES["addresses"].strategy().example()
+    scenario = demo_scenario(num_steps=3)
     outcome = check_scenario(scenario, as_device(PoisonedDevice), faults=[HOST_SYNC_IN_CAPTURE])
     assert outcome.first.kind == "capture" and outcome.device_error == STICKY
     healthy = check_scenario(scenario, as_device(HealthyDevice), faults=[HOST_SYNC_IN_CAPTURE])
