@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Sequence
 from graphcheck.adapter import EngineFactory
 from graphcheck.lockstep import Lockstep
 from graphcheck.records import CheckOutcome
+from graphcheck.report.model import replay_command_line
 from graphcheck.scenario import Scenario
 from graphcheck.threads import single_threaded
 
@@ -74,12 +75,8 @@ class LockstepRunner:
 
 def replay_command(backend: Device, faults: Sequence[str], path: str = "scenario.json") -> str:
     """The ``graphcheck replay`` command line that re-runs a saved scenario on the same backend."""
-    words = ["graphcheck", "replay", path, "--backend", backend.name]
-    if backend.emulated and backend.name != "cpu":  # cpu is always emulated; the flag is for cuda/xpu
-        words.append("--emulate")
-    for fault in faults:
-        words += ["--inject", fault]
-    return " ".join(words)
+    emulate = backend.emulated and backend.name != "cpu"  # cpu is always emulated; the flag is for cuda/npu/xpu
+    return replay_command_line(path, backend.name, emulate=emulate, faults=faults)
 
 
 def _is_builtin(engine_factory: EngineFactory | None) -> bool:

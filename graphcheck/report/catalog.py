@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from graphcheck.baseline import BaselineResult
 from graphcheck.catalog import CLEAN_LABEL, CatalogResult, FaultResult
 from graphcheck.report.jsonout import divergence_dict, jsonable
+from graphcheck.report.model import replay_command_line
 from graphcheck.timed_search import SearchResult
 
 FORMAT_VERSION = 1
@@ -51,12 +51,8 @@ def scenario_file(name: str) -> str:
 
 
 def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:
-    parts = ["graphcheck", "replay", str(path), "--backend", backend]
-    if emulate:
-        parts.append("--emulate")
-    if fault:
-        parts += ["--inject", fault]
-    return shlex.join(parts)
+    """The replay command of one catalog scenario ("" = the clean engine, nothing injected)."""
+    return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else ())
 
 
 def search_dict(search: SearchResult) -> dict[str, Any]:

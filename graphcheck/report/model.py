@@ -50,16 +50,22 @@ def new_run_id(now: datetime | None = None) -> str:
     return now.strftime("%Y%m%d-%H%M%S")
 
 
+def replay_command_line(scenario_path: Path | str, backend: str, *, emulate: bool = False,
+                        faults: Sequence[str] = ()) -> str:
+    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``, shell-quoted."""
+    parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
+    if emulate:
+        parts.append("--emulate")
+    for fault in faults:
+        parts += ["--inject", fault]
+    return shlex.join(parts)
+
+
 def default_replay_command(run_info: RunInfo) -> Callable[[Path], str]:
-    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``."""
+    """:func:`replay_command_line` for the backend, ``--emulate`` and faults of ``run_info``."""
 
     def command(scenario_path: Path) -> str:
-        parts = ["graphcheck", "replay", str(scenario_path), "--backend", run_info.backend]
-        if run_info.emulate:
-            parts.append("--emulate")
-        for fault in run_info.faults:
-            parts += ["--inject", fault]
-        return shlex.join(parts)
+        return replay_command_line(scenario_path, run_info.backend, emulate=run_info.emulate, faults=run_info.faults)
 
     return command
 
