@@ -193,12 +193,9 @@ def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> Faul
     return FaultResult(name, fault.bug_class, fault.signal, search, baseline)
 
 
-def run_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult:
+def run_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult | CleanResult:
+    """Search and baseline for fault ``name`` ("" = the clean engine), in this process."""
     return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
-
-
-def run_clean(backend: Any, cfg: CatalogSettings, work_dir: Path) -> CleanResult:
-    return _assemble("", search_fault("", backend, cfg, work_dir), baseline_fault("", backend))
 
 
 def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
@@ -247,7 +244,7 @@ def run_catalog(
     started = time.perf_counter()
     if getattr(backend, "emulated", True):
         def job(name: str) -> Any:
-            return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
+            return run_job(name, backend, cfg, work_dir)
     else:
         def job(name: str) -> Any:
             parts = (_isolated(part, name, backend, cfg, work_dir) for part in ("search", "baseline"))
@@ -278,8 +275,7 @@ __all__ = [
     "FaultResult",
     "pending_path",
     "run_catalog",
-    "run_fault",
-    "run_clean",
+    "run_job",
     "suite_plan",
     "summarize",
 ]

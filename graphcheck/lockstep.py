@@ -37,8 +37,11 @@ def _graph_label(kind: str, size: int) -> str:
     return f"{kind}[{size}]"
 
 
-def _unnamed(shape: tuple[int, ...], dtype: str) -> str:
-    return f"<unnamed {dtype}[{', '.join(str(n) for n in shape)}]>"
+def _input_name(inp: Any) -> str:
+    """The engine's buffer name of a static input, else ``<unnamed DTYPE[SHAPE]>``."""
+    if inp.name is not None:
+        return inp.name
+    return f"<unnamed {inp.dtype}[{', '.join(str(n) for n in inp.shape)}]>"
 
 
 def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
@@ -59,7 +62,7 @@ def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
         for inp in graph.static_inputs:
             if inp.name is None:
                 if inp.tensor_id in dead:
-                    found.append(Binding(_graph_label(kind, bucket), _unnamed(inp.shape, inp.dtype), inp.data_ptr,
+                    found.append(Binding(_graph_label(kind, bucket), _input_name(inp), inp.data_ptr,
                                          None, False, inp.shape, inp.dtype))
                 continue
             ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
@@ -205,15 +208,22 @@ class Lockstep:
 
     def _freed_inputs(self, t: int) -> list[Divergence]:
         """Static inputs of any captured graph whose storage is gone, before step ``t`` runs."""
+        consequence = ("the emulator still holds it, so the step runs and shows the stale read" if self._emulated
+                       else "replaying the graph would read freed memory, so the step was not run")
         found = []
-        for bucket in self.graph.graphs:
-            for b in bindings_of(self.graph, bucket):
-                if not b.alive and (b.graph, b.name) not in self._freed_seen:
-                    self._freed_seen.add((b.graph, b.name))
+        for bucket, graphs in self.graph.graphs.items():
+            for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
+                if graph is None:
+                    continue
+                label = _graph_label(kind, bucket)
+                for inp in graph.dead_inputs():
+                    name = _input_name(inp)
+                    if (label, name) in self._freed_seen:
+                        continue
+                    self._freed_seen.add((label, name))
                     found.append(Divergence(
-                        "address", t, b.name, "graph capture vs replay", hex(b.captured_ptr), None,
-                        detail=f"{b.graph}: captured storage was freed before this step; replaying the graph "
-                        "would read freed memory, so the step was not run",
+                        "address", t, name, "graph capture vs replay", hex(inp.data_ptr), None,
+                        detail=f"{label}: captured storage was freed before this step; {consequence}",
                     ))
         return found
 
