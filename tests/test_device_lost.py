@@ -71,3 +71,21 @@ def test_the_catalog_search_stops_too(tmp_path: Path) -> None:
     )
     assert result.examples == 1 and result.detection is not None
     assert result.detection.outcome.device_error == STICKY and not result.shrunk.complete
+
+
+def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`graphcheck run` on a device an engine failure poisoned: exit 1, one unshrunk outcome, no later checks."""
+    import json
+
+    from graphcheck import cli, commands
+
+    monkeypatch.setattr(commands, "resolve_backend", lambda name, emulate: as_device(PoisonedDevice))
+    code = cli.main(["run", "--suite", "addresses", "--suite", "padding", "--inject", HOST_SYNC_IN_CAPTURE,
+                     "--examples", "5", "--database", "none", "--quiet", "--keep-going", "--report-dir", str(tmp_path)])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "device lost" in out and "unshrunk" in out
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    fuzz = json.loads((run_dir / "fuzz.json").read_text())
+    assert [s["suite"] for s in fuzz["suites"]] == ["addresses"]  # even with --keep-going, padding never ran
+    assert json.loads((run_dir / "scenario.json").read_text())["name"] == "addresses/unshrunk: device lost"
