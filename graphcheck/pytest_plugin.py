@@ -92,9 +92,12 @@ def register_profiles() -> None:
 
     phases = [p for p in Phase if p is not Phase.explain]
     for name, examples in PROFILE_EXAMPLES.items():
+        # Only ci forces print_blob; the others inherit it from Hypothesis's default
+        # profile, which turns it on by itself when it detects a CI machine.
+        blob = {"print_blob": True} if name == "ci" else {}
         settings.register_profile(
             PROFILE_PREFIX + name, max_examples=examples, deadline=None, phases=phases,
-            suppress_health_check=[HealthCheck.too_slow], print_blob=name == "ci",
+            suppress_health_check=[HealthCheck.too_slow], **blob,
         )
 
 
