@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
@@ -106,3 +106,32 @@ def database_key(suite: str, backend: Any, faults: Sequence[str]) -> bytes:
         "faults=" + (",".join(sorted(faults)) or "none"),
     )
     return ":".join(parts).encode()
+
+
+class KeyedDatabase(ExampleDatabase):
+    """``inner`` seen through a key prefix: Hypothesis's key ``k`` is stored as ``prefix + b"/" + k``.
+
+    Every search runs the same ``@given`` function, so Hypothesis derives the
+    same key for all of them; the prefix (``database_key``) keeps each search's
+    examples apart, through nothing but the public database interface.
+    """
+
+    def __init__(self, inner: ExampleDatabase, prefix: bytes) -> None:
+        super().__init__()
+        self.inner = inner
+        self.prefix = prefix + b"/"
+
+    def __repr__(self) -> str:
+        return f"KeyedDatabase({self.inner!r}, {self.prefix!r})"
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        yield from self.inner.fetch(self.prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self.prefix + src, self.prefix + dest, value)

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
+from graphcheck.database import KeyedDatabase
 from graphcheck.lockstep import check_scenario
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
@@ -104,11 +105,12 @@ def find_diverging(
             found[:] = [scenario]
             raise _Diverged
 
+    if config.database is not None:
+        # Hypothesis keys examples on this function's source, the same for every search: prefix it.
+        config = settings(config, database=KeyedDatabase(config.database, database_key or b"graphcheck"))
     test: Any = given(strategy)(search)
     # @seed also sets database=None; the settings applied after it put the database back.
     test = config(hypothesis_seed(random.Random(seed).getrandbits(64))(test))
-    # The key find() sets too: without it Hypothesis would key on this function's source, shared by every search.
-    test._hypothesis_internal_database_key = database_key if config.database is not None else None
     try:
         test()
     except _Diverged:

@@ -5,7 +5,8 @@ a file and replayed through the real CLI with ``--inject`` on the cpu backend,
 on xpu --emulate (paddle) and on npu --emulate (the NPUGraph runner on the
 emulated NPU module): each exits 1 with the same first divergence kind and
 tensor as cpu. Then one short fuzz run per emulated backend finds a fault from
-scratch. Kept small for a 2-core CI box.
+scratch, and a clean engine passes a short run of every suite on both. Kept
+small for a 2-core CI box.
 """
 
 from __future__ import annotations
@@ -81,3 +82,23 @@ def test_a_short_fuzz_run_finds_the_fault(backend: str, suite: str, fault: str, 
                  "--inject", fault, "--quiet", "--report-dir", str(tmp_path)])
     assert code == exitcodes.DIVERGENCE
     assert _first_failure(tmp_path)["kind"] == FAULTS[fault][1]
+
+
+@pytest.mark.parametrize("backend", sorted(EMULATED))
+def test_the_clean_engine_passes_every_suite(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`graphcheck run --backend xpu|npu --emulate` as a user types it, every suite, a short budget: exit 0."""
+    if backend == "xpu":
+        pytest.importorskip("paddle")
+    from suites import SUITES
+
+    code = main(["run", *EMULATED[backend], "--examples", "2", "--steps", "4", "--seed", "0", "--database", "none",
+                 "--quiet", "--report-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == exitcodes.CLEAN, out
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    doc = json.loads((run_dir / "divergences.json").read_text())
+    assert doc["outcomes"] and all(o["clean"] for o in doc["outcomes"])
+    runner = {"xpu": "not real xpu graphs", "npu": "npu-emulated"}[backend]  # the report names the emulated runner
+    assert runner in (run_dir / "index.html").read_text()
+    for name in SUITES:
+        assert f"suite {name}" in out, f"suite {name} did not run on {backend} --emulate"
