@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from graphcheck.baseline import BaselineResult, run_baseline
+from graphcheck.suite_registry import load_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
     from graphcheck.records import CheckOutcome
@@ -171,11 +172,11 @@ def _search(
 def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> SearchResult:
     """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite)."""
     from backends.engine.faults import FAULTS
-    from suites import SUITES
 
+    suites = load_suites()
     if not name:
-        return _search(suite_plan(None, SUITES), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
-    plan = suite_plan(FAULTS[name].bug_class, SUITES)
+        return _search(suite_plan(None, suites), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
+    plan = suite_plan(FAULTS[name].bug_class, suites)
     return _search(plan, backend, (name,), cfg, name, work_dir, cfg.slice_examples)
 
 

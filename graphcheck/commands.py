@@ -19,6 +19,7 @@ from graphcheck.lockstep import check_scenario
 from graphcheck.progress import RunProgress
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario, load_scenario
+from graphcheck.suite_registry import Suite, load_suites
 
 #: examples per suite for each profile
 PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
@@ -56,15 +57,14 @@ def builtin_scenarios(steps: int) -> list[Scenario]:
     return picked
 
 
-def pick_suites(names: list[str] | None) -> list[Any]:
-    from suites import SUITES
-
+def pick_suites(names: list[str] | None) -> list[Suite]:
+    known = load_suites()
     if not names:
-        return list(SUITES.values())
-    unknown = [n for n in names if n not in SUITES]
+        return list(known.values())
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown suite {', '.join(unknown)}; known: {', '.join(SUITES)}")
-    return [SUITES[n] for n in dict.fromkeys(names)]
+        raise UsageError(f"unknown suite {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[n] for n in dict.fromkeys(names)]
 
 
 @dataclasses.dataclass

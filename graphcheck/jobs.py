@@ -24,6 +24,7 @@ from graphcheck.database import DatabaseSpec, database_key
 from graphcheck.fuzz import FuzzResult, fuzz_suite, write_pending
 from graphcheck.lockstep import check_scenario
 from graphcheck.records import CheckOutcome
+from graphcheck.suite_registry import load_suites
 
 BUILTIN = "builtin"
 
@@ -146,9 +147,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
 
 
 def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
-    from suites import SUITES
-
-    suite = SUITES[job.suite]
+    suite = load_suites()[job.suite]
     fuzzed = fuzz_suite(
         suite.name, suite.strategy(), backend, examples=spec.examples, seed=job.seed, faults=spec.faults,
         pending_path=pending, database=spec.database.open(),

@@ -1,30 +1,17 @@
 """The suites users run (``graphcheck run --suite NAME``, ``pytest tests/test_suites.py -k NAME``).
 
-A Suite is a focused scenario strategy (``suites/scenarios.py``) plus the bug
-classes it targets (numbers of spec/bug-classes.md). Its property is always the
-same: the lockstep run of a drawn scenario has no failing divergence
-(``suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
-is the general strategy that mixes every dimension.
+A Suite (``graphcheck.suite_registry.Suite``) is a focused scenario strategy
+(``suites/scenarios.py``) plus the bug classes it targets (numbers of
+spec/bug-classes.md). Its property is always the same: the lockstep run of a
+drawn scenario has no failing divergence (``suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
+is the general strategy that mixes every dimension. ``graphcheck run`` finds
+this registry by name (``graphcheck.suite_registry.load_suites``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-from hypothesis.strategies import SearchStrategy
-
-from graphcheck.scenario import Scenario
+from graphcheck.suite_registry import Suite
 from suites import scenarios as sc
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    description: str  # one line
-    strategy: Callable[[], SearchStrategy[Scenario]]
-    bug_classes: tuple[int, ...]  # spec/bug-classes.md numbers it targets
-
 
 SUITES: dict[str, Suite] = {
     s.name: s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from graphcheck.driver import apply_events  # noqa: F401  (re-exported for tests
 from graphcheck.examples import demo_scenario
 if TYPE_CHECKING:
     from backends.engine import Engine
+    from reference.weights import Weights
 
 from graphcheck.scenario import (
     AcceptOverride,
@@ -115,6 +117,45 @@ def with_scope(scenario: Scenario, scope: str) -> Scenario:
     return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, graph_scope=scope))
 
 
+#: Every fixed scenario by name: ``demo-<mode>`` for each demo mode, then the EXTRA ones.
+ALL = [f"demo-{m}" for m in DEMO_MODES] + list(EXTRA)
+
+#: (name, scope) pairs of the graph-vs-eager lockstep tests.
+LOCKSTEP_CASES = [(f"demo-{m}", s) for m in ("topp", "naive") for s in SCOPES] + [
+    (name, s) for name in ("buckets", "small_seqs", "eager_above") for s in SCOPES
+]
+
+
+def scenario_for(name: str, scope: str | None = None) -> Scenario:
+    """The fixed scenario called ``name`` (``demo-<mode>`` or a key of EXTRA), in graph scope ``scope`` if given."""
+    scenario = demo(name.removeprefix("demo-")) if name.startswith("demo-") else EXTRA[name]()
+    return scenario if scope is None else with_scope(scenario, scope)
+
+
+@functools.cache
+def reference_results(name: str) -> list[StepResult]:
+    """reference.decode of the named scenario (decoded once per session)."""
+    from reference import decode
+
+    return decode(scenario_for(name))
+
+
+@functools.cache
+def reference_weights(name: str) -> Weights:
+    """The model weights of the named scenario (made once per session; read-only)."""
+    from reference import make_weights
+
+    return make_weights(scenario_for(name).config)
+
+
+def engine_for(name: str, scope: str | None = None, **engine_kwargs: Any) -> tuple[Scenario, Engine]:
+    """``scenario_for(name, scope)`` and an Engine on its weights (``engine_kwargs``: device, use_graphs)."""
+    from backends.engine import Engine
+
+    scenario = scenario_for(name, scope)
+    return scenario, Engine(scenario.config, reference_weights(name), **engine_kwargs)
+
+
 @dataclass
 class Run:
     results: list[StepResult]
@@ -138,6 +179,16 @@ def assert_same_results(expected: list[StepResult], actual: list[StepResult], wh
     for exp, act in zip(expected, actual):
         assert not any(r.ambiguous for r in exp.requests), f"{what}: reference step {exp.step} is ambiguous"
         assert act == exp, f"{what}: step {exp.step} differs\n  expected {exp}\n  actual   {act}"
+
+
+def run_against_reference(engine: Engine, scenario: Scenario, name: str, label: str) -> Run:
+    """Run ``engine`` through ``scenario`` (the one called ``name``); every StepResult must be the reference's.
+
+    A difference is reported as ``"<name> <label>: step ..."``.
+    """
+    run = run_engine(engine, scenario)
+    assert_same_results(reference_results(name), run.results, f"{name} {label}")
+    return run
 
 
 def assert_graph_policy(run: Run, config: EngineConfig) -> int:
@@ -192,6 +243,28 @@ def check_static_inputs(engine: Engine) -> None:
             assert graph.dead_inputs() == []
             named = {inp.name for inp in graph.static_inputs}
             assert None not in named, "a graph reads a tensor the engine does not name"
+
+
+#: Engine buffers that the bucket-8 graph of "buckets" must read under their engine names.
+NAMED_STATIC_INPUTS = (
+    "infer_seed", "seq_lens_this_time", "block_tables", "k_cache", "draft_k_cache",
+    "accept_override", "weights.embed", "cu_seqlens_out",
+)
+
+
+def assert_reads_named_buffers(engine: Engine) -> set[str | None]:
+    """The bucket-8 target graph reads every NAMED_STATIC_INPUTS buffer; returns all its static inputs' names."""
+    names = {inp.name for inp in engine.graphs[8].target.static_inputs}
+    for expected in NAMED_STATIC_INPUTS:
+        assert expected in names
+    return names
+
+
+def memory_per_step(engine: Engine, scenario: Scenario) -> list[int]:
+    """``engine.memory_bytes()`` after each step of ``scenario``."""
+    sizes: list[int] = []
+    run_engine(engine, scenario, on_step=lambda t: sizes.append(engine.memory_bytes()))
+    return sizes
 
 
 def lockstep(scenario, device: str = "cpu") -> int:

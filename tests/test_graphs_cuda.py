@@ -8,6 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum, scale_  # noqa: E402
 from backends.graphs import kernels  # noqa: E402
 from backends.graphs.base import HostSyncInCapture  # noqa: E402
 
@@ -15,32 +16,6 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-
-
-@kernels.kernel
-def add_into(out, a, b):
-    out.copy_(a + b)
-
-
-@kernels.kernel
-def make_sum(a, b):
-    return a + b
-
-
-@kernels.kernel
-def scale_(t, factor):
-    t.mul_(factor)
-
-
-@kernels.kernel
-def item_kernel(a):
-    return a.sum().item()
-
-
-@kernels.kernel
-def host_copy_kernel(a):
-    kernels.host_sync("to_host")
-    return a * 1
 
 
 @kernels.kernel

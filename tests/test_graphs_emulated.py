@@ -2,45 +2,17 @@
 
 from __future__ import annotations
 
-import gc
-from dataclasses import dataclass
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E402
 
+import _graph_harness as shared  # noqa: E402
+from _graph_harness import Bufs, Framework, add_into, item_kernel, make_sum, names_of, scale_  # noqa: E402
 from backends.graphs import kernels  # noqa: E402
-from backends.graphs.base import (  # noqa: E402
-    CaptureError,
-    EscapedOpError,
-    HostSyncInCapture,
-    PoisonedTensorError,
-)
+from backends.graphs.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
 from backends.graphs.emulated import EmulatedRunner  # noqa: E402
-
-
-@kernels.kernel
-def add_into(out, a, b):
-    out.copy_(a + b)
-
-
-@kernels.kernel
-def make_sum(a, b):
-    return a + b
-
-
-@kernels.kernel
-def scale_(t, factor):
-    t.mul_(factor)
-
-
-@dataclass
-class Bufs:
-    x: torch.Tensor
-    y: torch.Tensor
-    out: torch.Tensor
 
 
 @kernels.kernel
@@ -48,12 +20,10 @@ def sum_fields(bufs: Bufs):
     bufs.out.copy_(bufs.x + bufs.y)
 
 
-def make_bufs() -> Bufs:
-    return Bufs(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0]), torch.zeros(3))
-
-
-def names_of(bufs: Bufs) -> dict[int, str]:
-    return {id(bufs.x): "x", id(bufs.y): "y", id(bufs.out): "out"}
+#: torch for the checks shared with tests/test_graphs_paddle.py (their bodies are in tests/_graph_harness.py).
+TORCH = Framework(tensor=torch.tensor, host=lambda t: t.tolist(), add_into=add_into, scale_=scale_,
+                  sum_fields=sum_fields)
+make_bufs = TORCH.bufs
 
 
 @pytest.fixture
@@ -68,23 +38,11 @@ def runner():
 
 
 def test_rebound_buffer_is_read_stale_on_replay(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: add_into(bufs.out, bufs.x, bufs.y), names=names_of(bufs))
-    old_ptr = bufs.x.data_ptr()
-    bufs.x = torch.tensor([100.0, 200.0, 300.0])  # the old tensor is now unreferenced by the engine
-    graph.replay()
-    assert bufs.out.tolist() == [11.0, 22.0, 33.0]  # old x, not the new one
-    stale = graph.stale_inputs({"x": bufs.x, "y": bufs.y, "out": bufs.out})
-    assert [(inp.name, inp.data_ptr, ptr) for inp, ptr in stale] == [("x", old_ptr, bufs.x.data_ptr())]
+    shared.rebound_buffer_is_read_stale_on_replay(runner, TORCH)
 
 
 def test_rebound_dataclass_field_is_read_stale(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: sum_fields(bufs), names=names_of(bufs))
-    bufs.y = torch.tensor([5.0, 5.0, 5.0])
-    graph.replay()
-    assert bufs.out.tolist() == [11.0, 22.0, 33.0]
-    assert [inp.name for inp, _ in graph.stale_inputs({"y": bufs.y})] == ["y"]
+    shared.rebound_dataclass_field_is_read_stale(runner, TORCH)
 
 
 def test_rebinding_to_the_same_object_is_not_stale(runner):
@@ -104,11 +62,6 @@ def test_view_made_in_region_is_recorded_against_its_named_base(runner):
 
 
 # 2. host syncs -----------------------------------------------------------------------------
-
-
-@kernels.kernel
-def item_kernel(a):
-    return a.sum().item()
 
 
 @kernels.kernel
@@ -154,38 +107,14 @@ def test_host_sync_in_capture_raises(runner, region):
 
 
 def test_failed_capture_restores_state_and_allows_the_next_capture(runner):
-    bufs = make_bufs()
-
-    def region():
-        scale_(bufs.x, 2.0)
-        item_kernel(bufs.x)
-
-    with pytest.raises(HostSyncInCapture):
-        runner.capture(region)
-    assert bufs.x.tolist() == [1.0, 2.0, 3.0]
-    graph = runner.capture(lambda: scale_(bufs.x, 2.0))
-    graph.replay()
-    assert bufs.x.tolist() == [2.0, 4.0, 6.0]
+    shared.failed_capture_restores_state_and_allows_the_next_capture(runner, TORCH)
 
 
 # 3. side effects ---------------------------------------------------------------------------
 
 
 def test_state_mutated_in_capture_is_restored_and_replay_mutates_it(runner):
-    bufs = make_bufs()
-
-    def region():
-        scale_(bufs.x, 3.0)
-        add_into(bufs.out, bufs.x, bufs.y)
-
-    graph = runner.capture(region)
-    assert bufs.x.tolist() == [1.0, 2.0, 3.0]
-    assert bufs.out.tolist() == [0.0, 0.0, 0.0]
-    graph.replay()
-    assert bufs.x.tolist() == [3.0, 6.0, 9.0]
-    assert bufs.out.tolist() == [13.0, 26.0, 39.0]
-    graph.replay()  # the recorded scalar 3.0 is replayed too
-    assert bufs.x.tolist() == [9.0, 18.0, 27.0]
+    shared.state_mutated_in_capture_is_restored_and_replay_mutates_it(runner, TORCH)
 
 
 def test_scalars_and_containers_are_frozen_at_capture(runner):
@@ -307,19 +236,7 @@ def test_views_and_allocations_outside_kernels_are_allowed(runner):
 
 
 def test_kernel_returning_a_different_shape_on_replay_fails(runner):
-    class Meta:  # not a dataclass: passed by identity, so its later state leaks into replay
-        n = 3
-
-    @kernels.kernel
-    def dynamic(a, meta):
-        return a[: meta.n] * 1
-
-    a = torch.ones(3)
-    meta = Meta()
-    graph = runner.capture(lambda: dynamic(a, meta))
-    meta.n = 2
-    with pytest.raises(CaptureError, match="dynamic"):
-        graph.replay()
+    shared.kernel_returning_a_different_shape_on_replay_fails(runner, torch.ones(3))
 
 
 # 6. replay, tables, liveness, memory -------------------------------------------------------
@@ -374,27 +291,11 @@ def test_unnamed_static_inputs_have_no_name(runner):
 
 
 def test_dead_inputs_report_a_freed_static_input(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: add_into(bufs.out, bufs.x, bufs.y), names=names_of(bufs))
-    assert graph.dead_inputs() == []
-    bufs.y = torch.zeros(3)  # drops the only engine reference to the captured y
-    gc.collect()
-    assert [inp.name for inp in graph.dead_inputs()] == ["y"]
-    graph.replay()  # the graph still reads the freed memory, as a GPU would until it is reused
-    assert bufs.out.tolist() == [11.0, 22.0, 33.0]
+    shared.dead_inputs_report_a_freed_static_input(runner, TORCH)
 
 
 def test_memory_bytes_counts_graph_owned_storage(runner):
-    a = torch.ones(256)
-    assert runner.memory_bytes() == 0
-    graph = runner.capture(lambda: make_sum(a, a))
-    assert runner.memory_bytes() == 256 * 4
-    for _ in range(3):
-        graph.replay()
-    assert runner.memory_bytes() == 256 * 4
-    del graph
-    gc.collect()
-    assert runner.memory_bytes() == 0
+    shared.memory_bytes_counts_graph_owned_storage(runner, torch.ones(256))
 
 
 def test_a_graph_reading_another_graphs_output_needs_that_graph_replayed_first(runner):

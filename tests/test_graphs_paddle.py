@@ -12,19 +12,19 @@ headline divergence as the torch emulation.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import threading
-from dataclasses import dataclass
 
 import pytest
 
 paddle = pytest.importorskip("paddle")
 
+import _graph_harness as shared  # noqa: E402
+from _graph_harness import Bufs, Framework, item_kernel, make_sum, names_of  # noqa: E402
 from backends.devices import resolve  # noqa: E402
 from backends.engine.faults import FAULTS  # noqa: E402
 from backends.graphs import kernels  # noqa: E402
-from backends.graphs.base import CaptureError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
+from backends.graphs.base import HostSyncInCapture, PoisonedTensorError  # noqa: E402
 from backends.graphs.emulated import EmulatedRunner  # noqa: E402
 from backends.graphs.paddle_ops import PaddleOps  # noqa: E402
 from backends.xp import make_ops  # noqa: E402
@@ -33,7 +33,7 @@ from graphcheck.lockstep import check_scenario  # noqa: E402
 from graphcheck.scenario import GRAPH_SCOPES  # noqa: E402
 
 #: The scenario that shows each fault (tests/test_faults.py has the torch story per fault).
-from _fault_scenarios import FAULT_SCENARIOS  # noqa: E402
+from _fault_scenarios import FAULT_SCENARIOS, with_scope  # noqa: E402
 
 xp = make_ops("paddle", "cpu")
 
@@ -52,20 +52,8 @@ def add_into(out, a, b):
 
 
 @kernels.kernel
-def make_sum(a, b):
-    return a + b
-
-
-@kernels.kernel
 def scale_(t, factor):
     t.copy_(t * factor, True)
-
-
-@dataclass
-class Bufs:
-    x: paddle.Tensor
-    y: paddle.Tensor
-    out: paddle.Tensor
 
 
 @kernels.kernel
@@ -73,12 +61,9 @@ def sum_fields(bufs: Bufs):
     bufs.out.copy_(bufs.x + bufs.y, True)
 
 
-def make_bufs() -> Bufs:
-    return Bufs(T([1.0, 2.0, 3.0]), T([10.0, 20.0, 30.0]), T([0.0, 0.0, 0.0]))
-
-
-def names_of(bufs: Bufs) -> dict[int, str]:
-    return {id(bufs.x): "x", id(bufs.y): "y", id(bufs.out): "out"}
+#: paddle for the checks shared with tests/test_graphs_emulated.py (their bodies are in tests/_graph_harness.py).
+PADDLE = Framework(tensor=T, host=host, add_into=add_into, scale_=scale_, sum_fields=sum_fields)
+make_bufs = PADDLE.bufs
 
 
 @pytest.fixture
@@ -129,23 +114,11 @@ def test_snapshot_and_restore_cover_the_whole_storage_of_a_view():
 
 
 def test_rebound_buffer_is_read_stale_on_replay(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: add_into(bufs.out, bufs.x, bufs.y), names=names_of(bufs))
-    old_ptr = bufs.x.data_ptr()
-    bufs.x = T([100.0, 200.0, 300.0])  # the old tensor is now unreferenced by the engine
-    graph.replay()
-    assert host(bufs.out) == [11.0, 22.0, 33.0]  # old x, not the new one
-    stale = graph.stale_inputs({"x": bufs.x, "y": bufs.y, "out": bufs.out})
-    assert [(inp.name, inp.data_ptr, ptr) for inp, ptr in stale] == [("x", old_ptr, bufs.x.data_ptr())]
+    shared.rebound_buffer_is_read_stale_on_replay(runner, PADDLE)
 
 
 def test_rebound_dataclass_field_is_read_stale(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: sum_fields(bufs), names=names_of(bufs))
-    bufs.y = T([5.0, 5.0, 5.0])
-    graph.replay()
-    assert host(bufs.out) == [11.0, 22.0, 33.0]
-    assert [inp.name for inp, _ in graph.stale_inputs({"y": bufs.y})] == ["y"]
+    shared.rebound_dataclass_field_is_read_stale(runner, PADDLE)
 
 
 def test_updating_in_place_is_not_stale_and_is_seen(runner):
@@ -171,11 +144,6 @@ def test_views_as_kernel_arguments_write_the_base_storage(runner):
 @kernels.kernel
 def numpy_kernel(a):
     return a.numpy()
-
-
-@kernels.kernel
-def item_kernel(a):
-    return a.sum().item()
 
 
 @kernels.kernel
@@ -228,38 +196,14 @@ def test_host_reads_on_another_thread_are_not_refused(runner):
 
 
 def test_failed_capture_restores_state_and_allows_the_next_capture(runner):
-    bufs = make_bufs()
-
-    def region():
-        scale_(bufs.x, 2.0)
-        item_kernel(bufs.x)
-
-    with pytest.raises(HostSyncInCapture):
-        runner.capture(region)
-    assert host(bufs.x) == [1.0, 2.0, 3.0]
-    graph = runner.capture(lambda: scale_(bufs.x, 2.0))
-    graph.replay()
-    assert host(bufs.x) == [2.0, 4.0, 6.0]
+    shared.failed_capture_restores_state_and_allows_the_next_capture(runner, PADDLE)
 
 
 # --------------------------------------------------------------------------- 3. side effects
 
 
 def test_state_mutated_in_capture_is_restored_and_replay_mutates_it(runner):
-    bufs = make_bufs()
-
-    def region():
-        scale_(bufs.x, 3.0)
-        add_into(bufs.out, bufs.x, bufs.y)
-
-    graph = runner.capture(region)
-    assert host(bufs.x) == [1.0, 2.0, 3.0]
-    assert host(bufs.out) == [0.0, 0.0, 0.0]
-    graph.replay()
-    assert host(bufs.x) == [3.0, 6.0, 9.0]
-    assert host(bufs.out) == [13.0, 26.0, 39.0]
-    graph.replay()  # the recorded scalar 3.0 is replayed too
-    assert host(bufs.x) == [9.0, 18.0, 27.0]
+    shared.state_mutated_in_capture_is_restored_and_replay_mutates_it(runner, PADDLE)
 
 
 def test_in_place_facade_writes_in_capture_are_restored(runner):
@@ -312,19 +256,7 @@ def test_later_kernels_read_fresh_intermediates_on_replay(runner):
 
 
 def test_kernel_returning_a_different_shape_on_replay_fails(runner):
-    class Meta:
-        n = 3
-
-    @kernels.kernel
-    def dynamic(a, meta):
-        return a[: meta.n] * 1
-
-    a = T([1.0, 1.0, 1.0])
-    meta = Meta()
-    graph = runner.capture(lambda: dynamic(a, meta))
-    meta.n = 2
-    with pytest.raises(CaptureError, match="dynamic"):
-        graph.replay()
+    shared.kernel_returning_a_different_shape_on_replay_fails(runner, T([1.0, 1.0, 1.0]))
 
 
 # --------------------------------------------------------------------------- 4. poison
@@ -402,27 +334,11 @@ def test_static_input_table(runner):
 
 
 def test_dead_inputs_report_a_freed_static_input(runner):
-    bufs = make_bufs()
-    graph = runner.capture(lambda: add_into(bufs.out, bufs.x, bufs.y), names=names_of(bufs))
-    assert graph.dead_inputs() == []
-    bufs.y = T([0.0, 0.0, 0.0])  # drops the only engine reference to the captured y
-    gc.collect()
-    assert [inp.name for inp in graph.dead_inputs()] == ["y"]
-    graph.replay()  # the graph still reads the freed memory, as a GPU would until it is reused
-    assert host(bufs.out) == [11.0, 22.0, 33.0]
+    shared.dead_inputs_report_a_freed_static_input(runner, PADDLE)
 
 
 def test_memory_bytes_counts_graph_owned_storage(runner):
-    a = paddle.ones([256], dtype="float32")
-    assert runner.memory_bytes() == 0
-    graph = runner.capture(lambda: make_sum(a, a))
-    assert runner.memory_bytes() == 256 * 4
-    for _ in range(3):
-        graph.replay()
-    assert runner.memory_bytes() == 256 * 4
-    del graph
-    gc.collect()
-    assert runner.memory_bytes() == 0
+    shared.memory_bytes_counts_graph_owned_storage(runner, paddle.ones([256], dtype="float32"))
 
 
 # --------------------------------------------------------------------------- 6. lockstep on xpu --emulate
@@ -431,10 +347,6 @@ def test_memory_bytes_counts_graph_owned_storage(runner):
 @pytest.fixture(scope="module")
 def xpu():
     return resolve("xpu", emulate=True)
-
-
-def with_scope(scenario, scope):
-    return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, graph_scope=scope))
 
 
 def test_lockstep_demo_is_clean_on_xpu_emulate(xpu):

@@ -20,7 +20,17 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import npu_shim  # noqa: E402
-from _engine_scenarios import SCOPES, assert_graph_policy, assert_same_results, buckets_scenario, demo, lockstep, run_engine, with_scope  # noqa: E402,E501
+from _engine_scenarios import (  # noqa: E402
+    SCOPES,
+    assert_graph_policy,
+    buckets_scenario,
+    demo,
+    engine_for,
+    lockstep,
+    run_against_reference,
+    with_scope,
+)
+from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum  # noqa: E402
 from backends import devices  # noqa: E402
 from backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
 from backends.graphs import kernels, npu  # noqa: E402
@@ -31,15 +41,13 @@ from backends.graphs.npu import NpuGraphRunner  # noqa: E402
 from backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
 from graphcheck import exitcodes  # noqa: E402
 from graphcheck.cli import main  # noqa: E402
+from graphcheck.threads import single_threaded  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead on a busy 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with single_threaded(resolve("cpu")):
+        yield
 
 
 @pytest.fixture
@@ -60,27 +68,6 @@ def prefix_sums(out, x, seq_lens):
 @kernels.kernel
 def allocating_sums(x, seq_lens):
     return torch.stack([x[i, :n].sum() for i, n in enumerate(seq_lens)])
-
-
-@kernels.kernel
-def add_into(out, a, b):
-    out.copy_(a + b)
-
-
-@kernels.kernel
-def make_sum(a, b):
-    return a + b
-
-
-@kernels.kernel
-def item_kernel(a):
-    return a.sum().item()
-
-
-@kernels.kernel
-def host_copy_kernel(a):
-    kernels.host_sync("to_host")
-    return a * 1
 
 
 @kernels.kernel
@@ -286,14 +273,9 @@ def npu_emulate():
 
 @pytest.mark.parametrize("mode", ["greedy", "topp", "naive"])
 def test_engine_on_npu_emulate_matches_the_reference(mode):
-    from backends.engine import Engine
-    from reference import decode, make_weights
-
-    scenario = demo(mode)
-    engine = Engine(scenario.config, make_weights(scenario.config), device=npu_emulate())
+    scenario, engine = engine_for(f"demo-{mode}", device=npu_emulate())
     assert engine.runner.name == "npu-emulated" and isinstance(engine.runner, NpuGraphRunner)
-    run = run_engine(engine, scenario)
-    assert_same_results(decode(scenario), run.results, f"demo-{mode} on npu --emulate")
+    run = run_against_reference(engine, scenario, f"demo-{mode}", "on npu --emulate")
     assert assert_graph_policy(run, scenario.config) > 0
 
 

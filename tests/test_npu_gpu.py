@@ -12,24 +12,21 @@ Marked ``gpu``: skipped without CUDA (tests/conftest.py). On a GPU machine:
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import npu_shim  # noqa: E402
 from _engine_scenarios import (  # noqa: E402
-    DEMO_MODES,
-    EXTRA,
+    ALL,
     SCOPES,
     assert_graph_policy,
-    assert_same_results,
-    demo,
+    engine_for,
     lockstep,
-    run_engine,
-    with_scope,
+    run_against_reference,
+    scenario_for,
 )
+from _graph_harness import add_into, make_sum  # noqa: E402
 from backends.graphs import kernels  # noqa: E402
 from backends.graphs.kernels import HostParam  # noqa: E402
 
@@ -37,20 +34,6 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-
-ALL = [f"demo-{m}" for m in DEMO_MODES] + list(EXTRA)
-
-
-def scenario_for(name: str):
-    return demo(name.removeprefix("demo-")) if name.startswith("demo-") else EXTRA[name]()
-
-
-@functools.cache
-def reference_run(name: str):
-    from reference import decode, make_weights
-
-    scenario = scenario_for(name)
-    return decode(scenario), make_weights(scenario.config)
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +44,6 @@ def npu_on_cuda():
     with pytest.MonkeyPatch.context() as patch:
         npu_shim.install(patch, npu_shim.cuda_binding)
         yield resolve("npu")
-
-
-@kernels.kernel
-def add_into(out, a, b):
-    out.copy_(a + b)
-
-
-@kernels.kernel
-def make_sum(a, b):
-    return a + b
 
 
 @kernels.kernel
@@ -130,21 +103,16 @@ def test_a_host_param_region_is_refused_on_the_shim_and_the_runner_stays_usable(
 @pytest.mark.parametrize("scope", SCOPES)
 @pytest.mark.parametrize("name", ALL)
 def test_npu_runner_on_cuda_matches_the_reference(npu_on_cuda, name, scope):
-    from backends.engine import Engine
-
-    scenario = with_scope(scenario_for(name), scope)
-    expected, weights = reference_run(name)
-    engine = Engine(scenario.config, weights, device=npu_on_cuda)
+    scenario, engine = engine_for(name, scope, device=npu_on_cuda)
     assert engine.runner.name == "npu-on-cuda" and engine.xp.device.startswith("cuda")
-    run = run_engine(engine, scenario)
-    assert_same_results(expected, run.results, f"{name} npu-on-cuda/{scope}")
+    run = run_against_reference(engine, scenario, name, f"npu-on-cuda/{scope}")
     assert assert_graph_policy(run, scenario.config) > 0
 
 
 @pytest.mark.parametrize("scope", SCOPES)
 @pytest.mark.parametrize("name", ["buckets", "demo-topp", "demo-naive"])
 def test_npu_runner_on_cuda_matches_eager_bit_for_bit(npu_on_cuda, name, scope):
-    assert lockstep(with_scope(scenario_for(name), scope), device=npu_on_cuda) > 0
+    assert lockstep(scenario_for(name, scope), device=npu_on_cuda) > 0
 
 
 def test_a_fault_is_caught_as_on_the_cuda_backend(npu_on_cuda):

@@ -16,30 +16,30 @@ The engine code is the torch engine's, unchanged; only the array facade
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
 paddle = pytest.importorskip("paddle")
 
 from _engine_scenarios import (  # noqa: E402
-    DEMO_MODES,
-    EXTRA,
+    ALL,
+    LOCKSTEP_CASES,
     SCOPES,
+    apply_events,
     assert_graph_policy,
-    assert_same_results,
-    demo,
+    assert_reads_named_buffers,
+    engine_for,
     lockstep,
-    run_engine,
-    with_scope,
+    memory_per_step,
+    run_against_reference,
+    scenario_for,
 )
 from backends.devices import resolve  # noqa: E402
 from backends.engine import Engine, rng  # noqa: E402
 from backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
 from backends.xp import make_ops  # noqa: E402
 from graphcheck.scenario import SEED_MODULUS  # noqa: E402
-from reference import decode, make_weights  # noqa: E402
+from reference import make_weights  # noqa: E402
 import reference.rng as ref_rng  # noqa: E402
 
 
@@ -68,19 +68,6 @@ def xpu():
 @pytest.fixture(scope="module")
 def xp():
     return make_ops("paddle", "cpu")
-
-
-def scenario_for(name: str):
-    return demo(name.removeprefix("demo-")) if name.startswith("demo-") else EXTRA[name]()
-
-
-@functools.cache
-def reference_run(name: str):
-    scenario = scenario_for(name)
-    return decode(scenario), make_weights(scenario.config)
-
-
-ALL = [f"demo-{m}" for m in DEMO_MODES] + list(EXTRA)
 
 
 # --------------------------------------------------------------------------- the facade
@@ -203,55 +190,38 @@ def test_in_place_writes_keep_the_storage(xp):
 
 @pytest.mark.parametrize("name", ALL)
 def test_eager_paddle_engine_matches_reference(name, xpu):
-    scenario = scenario_for(name)
-    expected, weights = reference_run(name)
-    engine = Engine(scenario.config, weights, device=xpu, use_graphs=False)
+    scenario, engine = engine_for(name, device=xpu, use_graphs=False)
     assert engine.xp.framework == "paddle" and engine.graphs == {}
-    run = run_engine(engine, scenario)
-    assert_same_results(expected, run.results, f"{name} paddle eager")
+    run = run_against_reference(engine, scenario, name, "paddle eager")
     assert all(not info.used_graph for info in run.infos)
 
 
 @pytest.mark.parametrize("scope", SCOPES)
 @pytest.mark.parametrize("name", ["demo-topp", "buckets", "eager_above"])
 def test_emulated_graph_paddle_engine_matches_reference(name, scope, xpu):
-    scenario = with_scope(scenario_for(name), scope)
-    expected, weights = reference_run(name)
-    engine = Engine(scenario.config, weights, device=xpu)
+    scenario, engine = engine_for(name, scope, device=xpu)
     assert engine.runner.name == "emulated" and type(engine.runner.ops).__name__ == "PaddleOps"
-    run = run_engine(engine, scenario)
-    assert_same_results(expected, run.results, f"{name} paddle graphs/{scope}")
+    run = run_against_reference(engine, scenario, name, f"paddle graphs/{scope}")
     assert assert_graph_policy(run, scenario.config) > 0, "no decode step replayed a graph"
 
 
 # --------------------------------------------------------------------------- graph vs eager
 
-CASES = [(f"demo-{m}", s) for m in ("topp", "naive") for s in SCOPES] + [
-    (name, s) for name in ("buckets", "small_seqs", "eager_above") for s in SCOPES
-]
 
-
-@pytest.mark.parametrize("name,scope", CASES)
+@pytest.mark.parametrize("name,scope", LOCKSTEP_CASES)
 def test_paddle_graph_matches_paddle_eager_bit_for_bit(name, scope, xpu):
     """Results, per-slot state, KV caches and packed scratch after every step; live static inputs."""
-    assert lockstep(with_scope(scenario_for(name), scope), xpu) > 0
+    assert lockstep(scenario_for(name, scope), xpu) > 0
 
 
 def test_paddle_static_inputs_name_the_engine_buffers(xpu):
-    scenario = with_scope(EXTRA["buckets"](), "step")
-    engine = Engine(scenario.config, make_weights(scenario.config), device=xpu)
-    names = {inp.name for inp in engine.graphs[8].target.static_inputs}
-    for expected in ("infer_seed", "seq_lens_this_time", "block_tables", "k_cache", "draft_k_cache",
-                     "accept_override", "weights.embed", "cu_seqlens_out"):
-        assert expected in names
-    assert None not in names
+    _, engine = engine_for("buckets", "step", device=xpu)
+    assert None not in assert_reads_named_buffers(engine)
 
 
 def test_paddle_memory_is_flat_across_replays(xpu):
-    scenario = with_scope(EXTRA["buckets"](), "forward")
-    engine = Engine(scenario.config, make_weights(scenario.config), device=xpu)
-    sizes = []
-    run_engine(engine, scenario, on_step=lambda t: sizes.append(engine.memory_bytes()))
+    scenario, engine = engine_for("buckets", "forward", device=xpu)
+    sizes = memory_per_step(engine, scenario)
     assert len(set(sizes)) == 1 and sizes[0] > 0
 
 
@@ -265,19 +235,14 @@ def _host_state(engine):
 @pytest.mark.parametrize("use_graphs", [False, True], ids=["eager", "graphs"])
 def test_torch_and_paddle_engines_agree_bit_for_bit(use_graphs, xpu):
     pytest.importorskip("torch")
-    scenario = with_scope(EXTRA["buckets"](), "forward_sampling")
+    scenario = scenario_for("buckets", "forward_sampling")
     weights = make_weights(scenario.config)
     engines = [Engine(scenario.config, weights, device=d, use_graphs=use_graphs) for d in (resolve("cpu"), xpu)]
     assert [e.xp.framework for e in engines] == ["torch", "paddle"]
     t_run, p_run = [], []
     for t in range(scenario.num_steps):
         for engine, out in zip(engines, (t_run, p_run)):
-            for spec in scenario.requests:
-                if spec.abort_step == t:
-                    engine.abort(spec.request_id)
-            for spec in scenario.requests:
-                if spec.arrival_step == t:
-                    engine.submit(spec)
+            apply_events(engine, scenario, t)
             out.append(engine.step(t, scenario.accept_overrides_at(t)))
         assert p_run[-1] == t_run[-1], f"step {t}"
         assert engines[0].last_step_info == engines[1].last_step_info
