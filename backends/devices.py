@@ -340,6 +340,12 @@ def _no_gpu_reason(torch: Any) -> str:
     return f"torch {torch.__version__} ({build}) sees no CUDA device (torch.cuda.is_available() is False)"
 
 
+def choice_from_env(environ: Any = os.environ) -> tuple[str, bool]:
+    """(backend name, emulate) from GRAPHCHECK_BACKEND (default cpu) and GRAPHCHECK_EMULATE (set, and not 0/false/no)."""
+    emulate = environ.get("GRAPHCHECK_EMULATE", "").strip().lower() not in ("", "0", "false", "no")
+    return environ.get("GRAPHCHECK_BACKEND", "cpu"), emulate
+
+
 def resolve(name: str, *, emulate: bool = False) -> Device:
     """The backend called ``name``; with ``emulate``, its CPU emulation."""
     key = name.strip().lower()

@@ -50,14 +50,6 @@ class LockstepRow:
     batch: int
     timings: LockstepTimings
 
-    @property
-    def overhead(self) -> float | None:
-        return checking_overhead(self.timings)
-
-    @property
-    def steps_per_s(self) -> float | None:
-        return steps_per_second(self.timings)
-
 
 @dataclass
 class BenchSummary:
@@ -82,18 +74,19 @@ class BenchSummary:
     @property
     def overhead(self) -> float | None:
         """Checking overhead of the whole scenario set: its loop wall / its engine time."""
-        return checking_overhead(self.total) if self.lockstep else None
+        return checking_overhead(self.total)  # None without rows: no engine time
 
     @property
     def problems(self) -> list[str]:
         """Why the run does not meet its targets; empty when it does."""
         found = []
+        overhead = self.overhead
         if self.pytest_rc != 0:
             found.append(f"the benchmark run failed (pytest exit {self.pytest_rc}; see pytest.log)")
         if not self.lockstep:
             found.append("no lockstep figures (every lockstep benchmark skipped or failed)")
-        elif self.overhead is None or self.overhead > self.overhead_target:
-            shown = "n/a" if self.overhead is None else f"{self.overhead:.2f}"
+        elif overhead is None or overhead > self.overhead_target:
+            shown = "n/a" if overhead is None else f"{overhead:.2f}"
             found.append(f"checking overhead {shown} is above the target {self.overhead_target:.1f}")
         return found
 
@@ -103,18 +96,19 @@ class BenchSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: rows, per-scenario and whole-set figures, the verdict."""
+        total, problems = self.total, self.problems
         return {
             "backend": self.backend, "device": self.device, "runner": self.runner,
-            "overhead_target": self.overhead_target, "overhead": self.overhead,
-            "steps_per_s": steps_per_second(self.total) if self.lockstep else None,
-            "passed": self.passed, "problems": self.problems, "pytest_rc": self.pytest_rc,
+            "overhead_target": self.overhead_target, "overhead": checking_overhead(total),
+            "steps_per_s": steps_per_second(total),  # None without rows: no wall time
+            "passed": not problems, "problems": problems, "pytest_rc": self.pytest_rc,
             "decode_step": [
                 {"running": r.running, "bucket": r.bucket, "median_ms": {m: s * 1e3 for m, s in r.median_s.items()},
                  "speedup": {m: r.speedup(m) for m in r.median_s if m != "eager"}}
                 for r in self.decode
             ],
             "lockstep": [{"scenario": r.scenario, "batch": r.batch, **r.timings.as_dict()} for r in self.lockstep],
-            "lockstep_total": self.total.as_dict(),
+            "lockstep_total": total.as_dict(),
         }
 
 

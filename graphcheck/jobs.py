@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import pickle
 import tempfile
@@ -80,18 +81,23 @@ class JobResult:
     backend_unavailable: bool = False
 
     @property
+    def failing(self) -> CheckOutcome | None:
+        """The first outcome with a failing divergence, or None."""
+        return next((o for o in self.outcomes if not o.clean), None)
+
+    @property
     def diverged(self) -> bool:
-        return any(not o.clean for o in self.outcomes)
+        return self.failing is not None
 
     def fuzz_result(self) -> FuzzResult:
         """As a FuzzResult, its suite labelled with the seed (one row per job in the summary)."""
-        outcome = next((o for o in self.outcomes if not o.clean), None)
         return FuzzResult(
-            f"{self.job.suite} seed {self.job.seed}", self.examples, self.steps, outcome, self.elapsed_s,
+            f"{self.job.suite} seed {self.job.seed}", self.examples, self.steps, self.failing, self.elapsed_s,
             self.first_failure_at,
         )
 
     def to_json(self) -> str:
+        failing = self.failing
         data = {
             "job": dataclasses.asdict(self.job),
             "id": self.job.id,
@@ -99,7 +105,7 @@ class JobResult:
             "steps": self.steps,
             "elapsed_s": self.elapsed_s,
             "first_failure_at": self.first_failure_at,
-            "headline": next((o.first.headline() for o in self.outcomes if not o.clean), None),
+            "headline": failing.first.headline() if failing else None,
             "error": self.error,
             "backend_unavailable": self.backend_unavailable,
             "outcomes": base64.b64encode(pickle.dumps(self.outcomes)).decode("ascii"),
@@ -146,11 +152,17 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     return result
 
 
+@functools.lru_cache(maxsize=None)
+def _open_database(spec: DatabaseSpec) -> Any:
+    """One database per worker process, shared by its jobs (opening a Redis one pings the server)."""
+    return spec.open()
+
+
 def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
     suite = load_suites()[job.suite]
     fuzzed = fuzz_suite(
         suite.name, suite.strategy(), backend, examples=spec.examples, seed=job.seed, faults=spec.faults,
-        pending_path=pending, database=spec.database.open(),
+        pending_path=pending, database=_open_database(spec.database),
         database_key=database_key(suite.name, backend, spec.faults),
     )
     outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []

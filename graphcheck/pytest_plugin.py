@@ -42,8 +42,7 @@ imports neither torch, paddle nor Hypothesis.
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
@@ -56,10 +55,6 @@ if TYPE_CHECKING:
 #: graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py).
 PROFILE_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
 PROFILE_PREFIX = "graphcheck-"
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,6 +75,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def profile_settings(name: str) -> dict[str, Any]:
+    """Settings of ``name`` in graphcheck's own test suite (tests/ and suites/ conftests register these).
+
+    Its examples, no deadline, too_slow suppressed. Only ci forces print_blob;
+    the others inherit it from Hypothesis's default profile, which turns it on
+    by itself when it detects a CI machine.
+    """
+    from hypothesis import HealthCheck
+
+    extra = {"print_blob": True} if name == "ci" else {}
+    return dict(max_examples=PROFILE_EXAMPLES[name], deadline=None, suppress_health_check=[HealthCheck.too_slow], **extra)
+
+
 def register_profiles() -> None:
     """Register graphcheck's Hypothesis profiles as ``graphcheck-ci``, ``graphcheck-dev``, ``graphcheck-thorough``.
 
@@ -88,17 +96,11 @@ def register_profiles() -> None:
     whole engine (about 45 s on a small CPU box) to list engine lines, where
     the divergence in the failure message already says what went wrong.
     """
-    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import Phase, settings
 
     phases = [p for p in Phase if p is not Phase.explain]
-    for name, examples in PROFILE_EXAMPLES.items():
-        # Only ci forces print_blob; the others inherit it from Hypothesis's default
-        # profile, which turns it on by itself when it detects a CI machine.
-        blob = {"print_blob": True} if name == "ci" else {}
-        settings.register_profile(
-            PROFILE_PREFIX + name, max_examples=examples, deadline=None, phases=phases,
-            suppress_health_check=[HealthCheck.too_slow], **blob,
-        )
+    for name in PROFILE_EXAMPLES:
+        settings.register_profile(PROFILE_PREFIX + name, phases=phases, **profile_settings(name))
 
 
 def profile_name(name: str) -> str:
@@ -125,9 +127,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def backend_choice(config: pytest.Config) -> tuple[str, bool]:
     """(backend name, emulate) from the options, else from GRAPHCHECK_BACKEND / GRAPHCHECK_EMULATE."""
-    name = config.getoption("graphcheck_backend") or os.environ.get("GRAPHCHECK_BACKEND", "cpu")
+    from backends.devices import choice_from_env
+
+    env_name, env_emulate = choice_from_env()
     emulate = config.getoption("graphcheck_emulate")
-    return name, _env_flag("GRAPHCHECK_EMULATE") if emulate is None else bool(emulate)
+    return config.getoption("graphcheck_backend") or env_name, env_emulate if emulate is None else bool(emulate)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

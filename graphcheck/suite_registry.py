@@ -50,8 +50,10 @@ def _load(spec: str) -> Any:
 def _as_suites(value: Any, source: str) -> list[Suite]:
     if isinstance(value, Suite):
         return [value]
-    items = list(value.values() if isinstance(value, Mapping) else value) if isinstance(value, Iterable) else None
-    if items is None or not all(isinstance(s, Suite) for s in items):
+    if isinstance(value, Mapping):
+        value = value.values()
+    items = list(value) if isinstance(value, Iterable) else [value]
+    if not all(isinstance(s, Suite) for s in items):
         raise UsageError(f"suites from {source}: expected a Suite, an iterable of Suites or a mapping of them")
     return items
 

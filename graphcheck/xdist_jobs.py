@@ -18,6 +18,5 @@ def test_job(job: Job, request: pytest.FixtureRequest) -> None:
     request.node.user_properties.append((RESULT_PROPERTY, result.to_json()))
     if result.error:
         pytest.fail(result.error, pytrace=False)
-    if result.diverged:
-        first = next(o.first for o in result.outcomes if not o.clean)
-        pytest.fail(f"{job.id}: {first.headline()}", pytrace=False)
+    if result.failing is not None:
+        pytest.fail(f"{job.id}: {result.failing.first.headline()}", pytrace=False)

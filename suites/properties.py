@@ -15,7 +15,6 @@ active Hypothesis profile (``HYPOTHESIS_PROFILE``).
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Callable, Sequence
 
 from hypothesis import given
@@ -36,9 +35,9 @@ def _resolve(name: str, emulate: bool) -> Any:
 
 def backend_from_env() -> Any:
     """The backend named by GRAPHCHECK_BACKEND (default cpu), emulated if GRAPHCHECK_EMULATE is set."""
-    name = os.environ.get("GRAPHCHECK_BACKEND", "cpu")
-    emulate = os.environ.get("GRAPHCHECK_EMULATE", "").strip().lower() not in ("", "0", "false", "no")
-    return _resolve(name, emulate)
+    from backends.devices import choice_from_env
+
+    return _resolve(*choice_from_env())
 
 
 def check(

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
+
+from graphcheck.pytest_plugin import PROFILE_EXAMPLES, profile_settings
 
 # ci: small and deadline-free for a 2-core box; dev: the default; thorough: for nightly runs.
-settings.register_profile(
-    "ci", max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-)
-settings.register_profile("dev", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+for _name in PROFILE_EXAMPLES:
+    settings.register_profile(_name, **profile_settings(_name))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

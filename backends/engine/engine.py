@@ -177,6 +177,11 @@ class Engine:
     ):
         self.config = config
         self.faults = check_faults(faults)
+        # Fault keywords of pack_draft_inputs (all False in a correct engine); faults are fixed here.
+        self._draft_pack_faults = {
+            "padding_writes_kv": self._fault(DRAFT_PADDING_WRITES_KV),
+            "offsets_cut_short": self._fault(OFFSETS_CUT_SHORT),
+        }
         if isinstance(device, str):
             from backends.devices import resolve
 
@@ -426,13 +431,6 @@ class Engine:
             return snapshot(self.xp, self.buffers.block_tables)
         return self.buffers.block_tables
 
-    def _draft_pack_faults(self) -> dict[str, bool]:
-        """Fault keywords of pack_draft_inputs (all False in a correct engine)."""
-        return {
-            "padding_writes_kv": self._fault(DRAFT_PADDING_WRITES_KV),
-            "offsets_cut_short": self._fault(OFFSETS_CUT_SHORT),
-        }
-
     def _repack_substep(self, substep: int, *, graph_step: bool) -> bool:
         """Whether draft substep ``substep`` packs its own inputs (always, but for the
         draft-substeps-replay-first fault on graph steps: substeps >= 1 reuse substep 0's)."""
@@ -457,7 +455,7 @@ class Engine:
             for s in range(S):
                 T = first if s == 0 else later
                 if self._repack_substep(s, graph_step=not exact):
-                    pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults())
+                    pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults)
                 last_hidden, proposals = draft_forward(xp, w, buf, G, T, bs)
                 draft_update(xp, buf, last_hidden, proposals, G, s)
         draft_postprocess(xp, buf, G, S)
@@ -520,7 +518,7 @@ class Engine:
             # Substep s >= 1 replays the substep-0 graph with one token per active slot.
             if self._repack_substep(s, graph_step=True):
                 pack_draft_inputs(
-                    xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults()
+                    xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults
                 )
             graph.replay()
             last_hidden, proposals = graph.outputs

@@ -45,6 +45,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
 from . import kernels
 from .capture_state import CaptureState
+from .warmup import region_label
 from .base import (
     CaptureError,
     Graph,
@@ -332,7 +333,7 @@ class EmulatedRunner(GraphRunner):
         self._tokens: set[int] = set()  # poison tokens of graphs not yet replayed
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> EmulatedGraph:
-        capture = self.open_capture(f"graph #{next(self._count)} ({getattr(fn, '__qualname__', 'region')})", names)
+        capture = self.open_capture(region_label(next(self._count), fn), names)
         with capture.recording():
             outputs = fn()
         return capture.finish(outputs)

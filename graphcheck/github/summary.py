@@ -16,7 +16,7 @@ from graphcheck.diff import Divergence
 from graphcheck.github.model import FinishedRun
 from graphcheck.github.workflow import repo_relative
 from graphcheck.records import CheckOutcome
-from graphcheck.report.fmt import show
+from graphcheck.report.fmt import clip, show
 from graphcheck.report.views import where_of
 
 #: GitHub's limit on one step's summary; what we write stays strictly below it.
@@ -63,8 +63,7 @@ def fit_utf8(text: str, max_bytes: int, marker: str = CUT_MARKER) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())  # one line: a cell or heading cannot hold a line break
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" ".join(text.split()), limit)  # one line: a cell or heading cannot hold a line break
 
 
 def md(text: str, limit: int = MAX_CELL_CHARS) -> str:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphcheck.report.fmt import clip
+
 #: Longest message or property value before it is cut: GitHub shows only the start of a long one.
 MAX_VALUE_CHARS = 2000
 
@@ -30,8 +32,8 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _clip(text: str) -> str:
+    return clip(text, MAX_VALUE_CHARS)
 
 
 @dataclass(frozen=True)

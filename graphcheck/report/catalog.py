@@ -25,7 +25,6 @@ from graphcheck.timed_search import SearchResult
 
 FORMAT_VERSION = 1
 SCENARIO_DIR = "scenarios"
-CLEAN_NAME = CLEAN_LABEL
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class CatalogPaths:
 
 def scenario_file(name: str) -> str:
     """Where a fault's shrunk scenario goes, relative to the catalog folder."""
-    return f"{SCENARIO_DIR}/{name or CLEAN_NAME}.json"
+    return f"{SCENARIO_DIR}/{name or CLEAN_LABEL}.json"
 
 
 def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:

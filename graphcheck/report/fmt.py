@@ -56,6 +56,11 @@ def show(value: Any, kind: str = "", limit: int = MAX_VALUE_CHARS) -> str:
         return show(value.tolist(), kind, limit)
     else:
         text = str(value)
+    return clip(text, limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the last one an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
