@@ -14,7 +14,7 @@ from graphcheck.cli_errors import BackendUnavailableError, UsageError
 from graphcheck.console import make_console, outcome_line, summary_table
 from graphcheck.examples import demo_scenario
 from graphcheck.database import DatabaseSpec, database_key
-from graphcheck.fuzz import FuzzResult, fuzz_suite, write_fuzz_summary, write_pending
+from graphcheck.fuzz import FuzzResult, fuzz_suite, label_found, write_fuzz_summary, write_pending
 from graphcheck.lockstep import check_scenario
 from graphcheck.progress import RunProgress
 from graphcheck.records import CheckOutcome
@@ -67,11 +67,19 @@ def pick_suites(names: list[str] | None) -> list[Suite]:
     return [known[n] for n in dict.fromkeys(names)]
 
 
+def make_dir(path: Path, what: str, *, exist_ok: bool = True) -> None:
+    """``mkdir -p path``; a failure is a UsageError naming ``what`` it was for."""
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except OSError as err:
+        raise UsageError(f"cannot create {what} {path}: {err.strerror or err}") from None
+
+
 @dataclasses.dataclass
 class RunPlan:
     backend: Any
     faults: tuple[str, ...]
-    suites: list[Any]
+    suites: list[Suite]
     examples: int
     seed: int
     out_dir: Path
@@ -79,6 +87,7 @@ class RunPlan:
     database: DatabaseSpec = DatabaseSpec("none")
     example_db: Any = None  # the opened Hypothesis ExampleDatabase, None for "none"
     jobs: int = 1  # parallel workers (-j); each fuzzes every suite with its own seed
+    xdist_args: list[str] = dataclasses.field(default_factory=list)  # --xdist-args, split
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -91,18 +100,15 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     jobs = getattr(args, "jobs", 1)
     from graphcheck.parallel import check_options
 
-    check_options(jobs, getattr(args, "xdist_args", ""))
+    xdist_args = check_options(jobs, getattr(args, "xdist_args", ""))
     database = DatabaseSpec.parse(getattr(args, "database", None))
     example_db = database.open()
     from graphcheck.report import new_run_id
 
     run_id = new_run_id()
     out_dir = Path(args.report_dir) / run_id
-    try:
-        out_dir.mkdir(parents=True, exist_ok=False)
-    except OSError as err:
-        raise UsageError(f"cannot create report folder {out_dir}: {err.strerror or err}") from None
-    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id, database, example_db, jobs)
+    make_dir(out_dir, "report folder", exist_ok=False)
+    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id, database, example_db, jobs, xdist_args)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -157,9 +163,7 @@ def _run_in_process(
             fuzzed.append(result)
             if result.outcome is not None:
                 shrunk = result.outcome
-                lost = shrunk.device_error is not None
-                label = "unshrunk: device lost" if lost else "shrunk"
-                shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite.name}/{label}")
+                lost = label_found(shrunk, suite.name)
                 outcomes.append(shrunk)
                 if lost:
                     console.print(f"[bold red]device lost[/] {shrunk.device_error}: the engine's failure poisoned the "
@@ -214,7 +218,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     run_id = new_run_id()
     out_dir = Path(args.report_dir) / run_id
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir, "report folder")
     console = make_console()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.perf_counter()
@@ -261,10 +265,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     chosen = set(check_faults(args.fault)) if args.fault else set(FAULTS)
     names = [name for name in FAULTS if name in chosen]  # registry order
     out_dir = Path(args.report_dir) / "catalog"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"cannot create report folder {out_dir}: {err.strerror or err}") from None
+    make_dir(out_dir, "report folder")
     console = make_console()
     info = CatalogInfo(" ".join(args.argv), datetime.now(timezone.utc).isoformat(timespec="seconds"), bool(args.emulate))
     settings = CatalogSettings(budget_s=args.budget, shrink_s=args.shrink_budget, seed=args.seed)
@@ -298,10 +299,7 @@ def bench_command(args: argparse.Namespace) -> int:
     backend = resolve_backend(args.backend, args.emulate)
     run_id = new_run_id()
     out_dir = Path(args.out) if args.out else Path("reports") / "bench" / run_id
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"cannot create {out_dir}: {err.strerror or err}") from None
+    make_dir(out_dir, "folder")
     console = make_console()
     console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
     started = time.perf_counter()

@@ -17,6 +17,7 @@ given its settings, database included, after the seed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -76,6 +77,17 @@ class DeviceLost(BaseException):
         self.outcome = outcome
 
 
+def label_found(outcome: CheckOutcome, suite: str) -> bool:
+    """Name the scenario a search of ``suite`` found, ``SUITE/shrunk`` or ``SUITE/unshrunk: device lost``.
+
+    Returns whether the device was lost (the search stopped there, unshrunk).
+    """
+    lost = outcome.device_error is not None
+    label = "unshrunk: device lost" if lost else "shrunk"
+    outcome.scenario = dataclasses.replace(outcome.scenario, name=f"{suite}/{label}")
+    return lost
+
+
 def write_pending(path: Path, scenario: Scenario) -> None:
     """Write the scenario about to run, durably, before anything can crash."""
     tmp = path.with_suffix(".tmp")
@@ -96,8 +108,11 @@ def find_diverging(
     """The minimal scenario of ``strategy`` that ``diverges``, or None when none is found.
 
     Like ``hypothesis.find`` (and with its draw order for a seed), but keeping
-    ``config.database``: saved examples are replayed first, failing ones saved.
+    ``config.database``: saved examples are replayed first, failing ones saved,
+    under ``database_key`` (required with a database).
     """
+    if config.database is not None and not database_key:
+        raise ValueError("find_diverging: a database needs a database_key")
     found: list[Scenario] = []
 
     def search(scenario: Scenario) -> None:
@@ -107,7 +122,7 @@ def find_diverging(
 
     if config.database is not None:
         # Hypothesis keys examples on this function's source, the same for every search: prefix it.
-        config = settings(config, database=KeyedDatabase(config.database, database_key or b"graphcheck"))
+        config = settings(config, database=KeyedDatabase(config.database, database_key))
     test: Any = given(strategy)(search)
     # @seed also sets database=None; the settings applied after it put the database back.
     test = config(hypothesis_seed(random.Random(seed).getrandbits(64))(test))
@@ -116,7 +131,7 @@ def find_diverging(
     except _Diverged:
         return found[0]
     except Unsatisfiable:
-        return None
+        pass
     return None
 
 
@@ -138,8 +153,6 @@ def fuzz_suite(
     With ``database``, the examples saved under ``database_key`` are replayed
     first and failing ones are saved there (a key is required then).
     """
-    if database is not None and not database_key:
-        raise ValueError("fuzz_suite: a database needs a database_key")
     started = time.perf_counter()
     counts = {"examples": 0, "steps": 0}
     first_failure: list[int] = []

@@ -36,10 +36,11 @@ from rich.markup import escape
 
 from graphcheck.cli_errors import BackendUnavailableError, UsageError
 from graphcheck.diff import Divergence
-from graphcheck.fuzz import FuzzResult
-from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec
+from graphcheck.fuzz import FuzzResult, label_found
+from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
+from graphcheck.timed_search import scenario_size
 
 #: the env var that picks the device a worker sees, per backend
 DEVICE_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "XPU_VISIBLE_DEVICES"}
@@ -126,7 +127,7 @@ def check_options(jobs: int, xdist_args: str) -> list[str]:
 
 def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple[list[CheckOutcome], list[FuzzResult]]:
     """Run ``plan`` through pytest-xdist; the merged outcomes and one FuzzResult per fuzz job."""
-    xdist_args = check_options(plan.jobs, args.xdist_args)
+    xdist_args = plan.xdist_args
     results = plan.out_dir / "jobs"
     results.mkdir()
     spec = RunSpec(
@@ -184,7 +185,7 @@ def job_line(result: JobResult) -> str:
         return f"  [red]{name}: failed[/] {escape(result.error.splitlines()[0])}"
     if not result.diverged:
         return f"  [green]{name}: clean[/] ({result.examples} examples, {result.elapsed_s:.1f}s)"
-    first = next(o.first for o in result.outcomes if not o.clean)
+    first = result.failing.first
     at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
     return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(first.headline())}"
 
@@ -200,25 +201,25 @@ def merge_results(spec: RunSpec, found: dict[str, JobResult], *, keep_going: boo
             continue
         best = min(diverged, key=lambda r: (_size(r.outcomes[0].scenario), r.job.seed))
         shrunk = best.outcomes[0]
-        shrunk.scenario = dataclasses.replace(shrunk.scenario, name=f"{suite}/shrunk")
+        label_found(shrunk, suite)
         outcomes.append(shrunk)
         if not keep_going:
             break
-    builtin = found.get(Job(BUILTIN).id)
+    builtin = next((r for r in results if r.job.suite == BUILTIN), None)
     if builtin is not None and (keep_going or not outcomes):
-        outcomes.extend(builtin.outcomes if not builtin.error else _with_crash(builtin, spec).outcomes)
+        outcomes.extend(builtin.outcomes)
     if not outcomes:
         raise RuntimeError(f"parallel run produced no results; see {Path(spec.results_dir) / 'pytest.log'}")
     return outcomes, fuzzed
 
 
 def _size(scenario: Scenario) -> tuple[int, int, int]:
-    return len(scenario.requests), scenario.num_steps, len(scenario.to_json())
+    return (*scenario_size(scenario), len(scenario.to_json()))
 
 
 def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
     """A job whose worker died: a crash divergence on the scenario it was running, when it left one."""
-    pending = Path(spec.results_dir) / f"pending-{result.job.id}.json"
+    pending = pending_path(spec, result.job)
     if not pending.is_file():
         raise RuntimeError(f"job {result.job.id} failed before running a scenario:\n{result.error}")
     scenario = Scenario.from_json(pending.read_text(encoding="utf-8"))

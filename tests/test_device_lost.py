@@ -89,3 +89,14 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     fuzz = json.loads((run_dir / "fuzz.json").read_text())
     assert [s["suite"] for s in fuzz["suites"]] == ["addresses"]  # even with --keep-going, padding never ran
     assert json.loads((run_dir / "scenario.json").read_text())["name"] == "addresses/unshrunk: device lost"
+
+
+def test_an_unshrunk_outcome_is_shown_in_its_suites_row_only() -> None:
+    from graphcheck.console import summary_table
+    from graphcheck.fuzz import FuzzResult, label_found
+
+    outcome = check_scenario(demo_scenario(num_steps=3), as_device(PoisonedDevice), faults=[HOST_SYNC_IN_CAPTURE])
+    assert label_found(outcome, "addresses") is True
+    assert outcome.scenario.name == "addresses/unshrunk: device lost"
+    table = summary_table([outcome], [FuzzResult("addresses", 1, 0, outcome, 0.1, 1)])
+    assert table.row_count == 1  # the suite's row, not a second one for its outcome

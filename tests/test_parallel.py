@@ -132,6 +132,15 @@ def test_merge_takes_the_smallest_shrunk_scenario_per_suite_in_suite_order(tmp_p
     assert [o.scenario.name for o in outcomes] == ["seeds/shrunk", "padding/shrunk", "builtin/demo"]
 
 
+def test_merge_labels_a_device_lost_scenario_unshrunk(tmp_path: Path) -> None:
+    lost = _outcome("a", 2, False)
+    lost.device_error = "AcceleratorError: CUDA error: device-side assert triggered"
+    jobs = (Job("seeds", 0), Job(BUILTIN))
+    found = {"seeds-seed0": JobResult(Job("seeds", 0), 3, 3, outcomes=[lost])}
+    outcomes, _ = merge_results(_spec(tmp_path, jobs), found, keep_going=False)
+    assert [o.scenario.name for o in outcomes] == ["seeds/unshrunk: device lost"]
+
+
 def test_a_dead_worker_is_a_crash_divergence_on_its_pending_scenario(tmp_path: Path) -> None:
     job = Job("seeds", 0)
     (tmp_path / f"pending-{job.id}.json").write_text(demo_scenario(num_steps=4).to_json())
