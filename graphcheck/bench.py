@@ -157,7 +157,8 @@ class BenchRun:
 
 def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
     command = [
-        sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "no:cacheprovider",
+        # never under xdist: pytest-benchmark switches itself off there
+        sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
         f"--benchmark-json={run.out_dir / 'bench.json'}", "--benchmark-columns=median,iqr,rounds",
         "--benchmark-sort=name",
     ]
@@ -166,7 +167,8 @@ def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
 
 def pytest_env(run: BenchRun) -> dict[str, str]:
     root = str(benchmarks_dir().parent)
-    env = dict(os.environ)
+    # A parent pytest-xdist worker's variables would make the child believe it is a worker too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update(
         GRAPHCHECK_BENCH_BACKEND=run.backend, GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
         GRAPHCHECK_BENCH_QUICK="1" if run.quick else "0",

@@ -1,8 +1,8 @@
 """The ``graphcheck`` command line.
 
 Exit codes (graphcheck.exitcodes): 0 clean, 1 divergence, 2 usage error or bad
-input, 3 backend unavailable. User errors print one line on stderr, never a
-traceback.
+input, 3 backend unavailable, 130 interrupted (Ctrl-C). User errors print one
+line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from graphcheck import exitcodes
 from graphcheck.cli_errors import BACKENDS, BackendUnavailableError, UsageError
+from graphcheck.records import EngineOutOfMemory
 from graphcheck.scenario import ScenarioError
 
 PROFILES = ("dev", "ci", "thorough")
@@ -23,12 +24,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", default="cpu", help=f"one of {', '.join(BACKENDS)} (default cpu)")
+def _backend_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
+    """The options run and replay share; ``recorded``: replay's, whose defaults come from a report folder."""
+    default = "recorded, else cpu" if recorded else "default cpu"
+    parser.add_argument("--backend", default=None if recorded else "cpu", help=f"one of {', '.join(BACKENDS)} ({default})")
     parser.add_argument(
-        "--emulate", action="store_true", help="run the backend's framework on the CPU with the emulated graph runner"
+        "--emulate", action=argparse.BooleanOptionalAction if recorded else "store_true", default=None if recorded else False,
+        help="run the backend's framework on the CPU with the emulated graph runner" + (" (default: recorded)" if recorded else ""),
     )
-    parser.add_argument("--inject", action="append", metavar="FAULT", help="inject a named engine fault (see `graphcheck faults`); repeatable")
+    parser.add_argument("--inject", action="append", metavar="FAULT",
+                        help="inject a named engine fault (see `graphcheck faults`); repeatable"
+                        + (" (default: the recorded faults)" if recorded else ""))
     parser.add_argument("--report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ go (default reports)")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file here")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -36,6 +42,19 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
         "--github", action=argparse.BooleanOptionalAction, default=None,
         help="write a GitHub step summary and error annotations (default: on when GITHUB_ACTIONS=true)",
     )
+
+
+REPLAY_DESCRIPTION = """\
+Re-run one scenario in lockstep (eager, graph replay, reference) and write a report.
+
+  graphcheck replay FILE.json     the scenario in FILE.json, with the backend, --emulate and
+                                  --inject given here (default: cpu, no faults)
+  graphcheck replay REPORT_DIR    the scenario.json of a report folder (reports/<run-id>), with the
+                                  backend, --emulate and injected faults that run recorded in its
+                                  divergences.json; an option given here overrides its recorded value
+
+Exit codes: 0 clean, 1 divergence, 2 bad input, 3 backend unavailable.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,9 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--xdist-args", metavar="ARGS", default="",
         help="extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args=\"--tx ssh=gpu1//python=python3\"",
     )
-    replay = sub.add_parser("replay", help="re-run one scenario file (or report folder) in lockstep")
-    replay.add_argument("file", metavar="FILE.json")
-    _backend_options(replay)
+    replay = sub.add_parser(
+        "replay", help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
+        description=REPLAY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
+    _backend_options(replay, recorded=True)
     sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
     sub.add_parser("faults", help="list the injectable engine faults")
     _catalog_parser(sub)
@@ -127,12 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as err:
         print(f"graphcheck: bad scenario: {err}", file=sys.stderr)
         return exitcodes.USAGE
+    except EngineOutOfMemory as err:
+        print(f"graphcheck: {err}", file=sys.stderr)
+        return exitcodes.USAGE
     except BackendUnavailableError as err:
         print(f"graphcheck: backend unavailable: {err}", file=sys.stderr)
         return exitcodes.BACKEND_UNAVAILABLE
     except KeyboardInterrupt:
         print("graphcheck: interrupted", file=sys.stderr)
-        return 130
+        return exitcodes.INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

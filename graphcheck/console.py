@@ -2,28 +2,56 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Mapping, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from graphcheck.fuzz import FuzzResult
+from graphcheck.progress import plural
 from graphcheck.records import CheckOutcome
 
 
+#: Console width when the output is not a terminal (a CI log, a pipe): wide enough for the tables.
+PLAIN_WIDTH = 120
+
+
 def make_console(quiet: bool = False) -> Console:
-    """A console; when not a terminal (CI logs, pipes) tables get 160 columns instead of 80."""
-    probe = Console()
-    width = None if probe.is_terminal else 160
-    return Console(highlight=False, quiet=quiet, soft_wrap=False, width=width)
+    """A console for stdout; when it is not a terminal, PLAIN_WIDTH columns instead of rich's 80."""
+    width = None if Console().is_terminal else PLAIN_WIDTH
+    # soft_wrap: a line of text (a path, a replay command) is never broken; tables still fit the width
+    return Console(highlight=False, quiet=quiet, soft_wrap=True, width=width)
+
+
+def _visible(char: str) -> str:
+    """``char``, or an escape such as ``\\n`` when it is a control, separator or surrogate code point."""
+    if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp", "Cf"):
+        code = ord(char)
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
+            f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        )
+    return char
+
+
+def plain(text: object) -> str:
+    """Untrusted text (a scenario name, a request id, an engine's error message) made safe to print.
+
+    One line, whatever it holds: control characters, line separators and lone
+    surrogates become visible escapes, so nothing in it can start a line of
+    its own (a GitHub Actions runner executes a line that starts with ``::``);
+    rich markup in it is escaped, so ``[/x]`` prints as written.
+    """
+    return escape("".join(map(_visible, str(text))))
 
 
 def outcome_line(outcome: CheckOutcome) -> str:
-    name = outcome.scenario.name or "scenario"
+    name = plain(outcome.scenario.name or "scenario")
     if outcome.clean:
         extra = f", {len(outcome.ambiguous)} ambiguous" if outcome.ambiguous else ""
         return f"[green]clean[/] {name}: {outcome.steps_run} steps on {outcome.backend}/{outcome.runner}{extra}"
-    return f"[red]divergence[/] {name}: {outcome.first.headline()}"
+    return f"[red]divergence[/] {name}: {plain(outcome.first.headline())}"
 
 
 def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]) -> Table:
@@ -34,11 +62,11 @@ def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]
     for outcome in outcomes:
         if id(outcome) in searched:
             continue
-        table.add_row(outcome.scenario.name, "1", str(outcome.steps_run), _verdict(outcome), _first(outcome))
+        table.add_row(plain(outcome.scenario.name), "1", str(outcome.steps_run), _verdict(outcome), _first(outcome))
     for result in fuzzed:
         verdict = _verdict(result.outcome) if result.outcome else "[green]clean[/]"
         first = _first(result.outcome) if result.outcome else ""
-        table.add_row(f"suite {result.suite}", str(result.examples), str(result.steps), verdict, first)
+        table.add_row(f"suite {plain(result.suite)}", str(result.examples), str(result.steps), verdict, first)
     return table
 
 
@@ -51,7 +79,8 @@ def _first(outcome: CheckOutcome) -> str:
     if first is None:
         return ""
     scenario = outcome.scenario
-    return f"{first.headline()} [dim](scenario: {len(scenario.requests)} requests, {scenario.num_steps} steps)[/]"
+    size = f"{plural(len(scenario.requests), 'request')}, {plural(scenario.num_steps, 'step')}"
+    return f"{plain(first.headline())} [dim](scenario: {size})[/]"
 
 
 def doctor_table(statuses: Sequence[Any]) -> Table:
@@ -62,7 +91,7 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
     for s in statuses:
         table.add_row(
             s.name, s.framework, s.framework_version or "not installed", device[s.device_present],
-            s.runner, s.emulate or "-", "[green]yes[/]" if s.usable else "[red]no[/]", s.note,
+            s.runner, s.emulate or "-", "[green]yes[/]" if s.usable else "[red]no[/]", plain(s.note),
         )
     return table
 

@@ -21,6 +21,7 @@ the injected faults. Scenarios (engine config included) are what is stored.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
@@ -69,8 +70,19 @@ class DatabaseSpec:
         if self.kind == "none":
             return None
         if self.kind == "directory":
+            _check_writable_directory(Path(self.location))
             return DirectoryBasedExampleDatabase(self.location)
         return _open_redis(self.location)
+
+
+def _check_writable_directory(path: Path) -> None:
+    """Create ``path`` and write a file in it: Hypothesis would otherwise drop every save silently."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".graphcheck-probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"--database {path}: cannot write there ({err.strerror or err})") from None
 
 
 def _open_redis(url: str) -> ExampleDatabase:

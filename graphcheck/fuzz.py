@@ -32,10 +32,25 @@ from hypothesis.errors import Unsatisfiable
 
 from graphcheck.database import KeyedDatabase
 from graphcheck.lockstep import check_scenario
-from graphcheck.records import CheckOutcome
+from graphcheck.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.scenario import Scenario
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
+
+
+@dataclass(frozen=True)
+class SearchProgress:
+    """Where one suite's search stands after an example: searching, or shrinking what it found."""
+
+    suite: str
+    examples: int  # lockstep runs so far, shrink attempts included
+    steps: int
+    budget: int  # examples the search may draw (shrinking not counted)
+    shrinking: bool  # a diverging scenario was found; the runs since try to make it smaller
+    smallest: tuple[int, int] | None  # (requests, steps) of the smallest diverging scenario seen
+
+
+ProgressHook = Callable[[SearchProgress], None]
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,18 @@ class FuzzResult:
     outcome: CheckOutcome | None
     elapsed_s: float
     first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
+    interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a search; ``result`` is what it had found (the smallest diverging scenario seen, or none).
+
+    A KeyboardInterrupt, so whoever does not look for it still stops.
+    """
+
+    def __init__(self, result: FuzzResult) -> None:
+        super().__init__()
+        self.result = result
 
 
 def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) -> None:
@@ -77,13 +104,19 @@ class DeviceLost(BaseException):
         self.outcome = outcome
 
 
-def label_found(outcome: CheckOutcome, suite: str) -> bool:
-    """Name the scenario a search of ``suite`` found, ``SUITE/shrunk`` or ``SUITE/unshrunk: device lost``.
+def scenario_size(scenario: Scenario) -> tuple[int, int]:
+    """(requests, steps): how shrinking measures a scenario, smaller first."""
+    return len(scenario.requests), scenario.num_steps
+
+
+def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False) -> bool:
+    """Name the scenario a search of ``suite`` found: ``SUITE/shrunk``, ``SUITE/unshrunk: device lost``
+    or ``SUITE/interrupted`` (Ctrl-C; the smallest seen so far).
 
     Returns whether the device was lost (the search stopped there, unshrunk).
     """
     lost = outcome.device_error is not None
-    label = "unshrunk: device lost" if lost else "shrunk"
+    label = "unshrunk: device lost" if lost else "interrupted" if interrupted else "shrunk"
     outcome.scenario = dataclasses.replace(outcome.scenario, name=f"{suite}/{label}")
     return lost
 
@@ -96,6 +129,14 @@ def write_pending(path: Path, scenario: Scenario) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+class _OutOfMemory(BaseException):
+    """Carries EngineOutOfMemory through Hypothesis, which would take an Exception for a failure to shrink."""
+
+    def __init__(self, error: EngineOutOfMemory) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Diverged(Exception):
@@ -145,31 +186,17 @@ def fuzz_suite(
     faults: Sequence[str] = (),
     pending_path: Path,
     on_example: ExampleHook | None = None,
+    on_progress: ProgressHook | None = None,
     database: ExampleDatabase | None = None,
     database_key: bytes | None = None,
 ) -> FuzzResult:
     """Search ``strategy`` for a diverging scenario; shrink it if found.
 
     With ``database``, the examples saved under ``database_key`` are replayed
-    first and failing ones are saved there (a key is required then).
+    first and failing ones are saved there (a key is required then). A Ctrl-C
+    raises :class:`SearchInterrupted` with what was found so far.
     """
-    started = time.perf_counter()
-    counts = {"examples": 0, "steps": 0}
-    first_failure: list[int] = []
-
-    def diverges(scenario: Scenario) -> bool:
-        write_pending(pending_path, scenario)
-        outcome = check_scenario(scenario, backend, faults=faults)
-        counts["examples"] += 1
-        counts["steps"] += outcome.steps_run
-        if on_example is not None:
-            on_example(scenario, outcome)
-        if not outcome.clean and not first_failure:
-            first_failure.append(counts["examples"])
-        if outcome.device_error:
-            raise DeviceLost(outcome)
-        return not outcome.clean
-
+    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -182,13 +209,57 @@ def fuzz_suite(
         phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
     )
     try:
-        shrunk = find_diverging(strategy, diverges, config, seed=seed, database_key=database_key)
+        shrunk = find_diverging(strategy, search.diverges, config, seed=seed, database_key=database_key)
+        if shrunk is None:
+            return search.result(None)
+        write_pending(pending_path, shrunk)
+        return search.result(check_scenario(shrunk, backend, faults=faults))
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
-        elapsed = time.perf_counter() - started
-        return FuzzResult(name, counts["examples"], counts["steps"], lost.outcome, elapsed, first_failure[0])
-    if shrunk is None:
-        return FuzzResult(name, counts["examples"], counts["steps"], None, time.perf_counter() - started)
-    write_pending(pending_path, shrunk)
-    outcome = check_scenario(shrunk, backend, faults=faults)
-    elapsed = time.perf_counter() - started
-    return FuzzResult(name, counts["examples"], counts["steps"], outcome, elapsed, first_failure[0] if first_failure else None)
+        return search.result(lost.outcome)
+    except _OutOfMemory as stop:
+        raise stop.error from None
+    except KeyboardInterrupt:
+        raise SearchInterrupted(search.result(search.smallest, interrupted=True)) from None
+
+
+class _Search:
+    """The lockstep judge of one suite's search, and its counts."""
+
+    def __init__(self, name: str, backend: Any, faults: Sequence[str], pending_path: Path, budget: int,
+                 on_example: ExampleHook | None, on_progress: ProgressHook | None) -> None:
+        self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
+        self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
+        self.started = time.perf_counter()
+        self.examples = self.steps = 0
+        self.first_failure_at: int | None = None
+        self.smallest: CheckOutcome | None = None
+
+    def diverges(self, scenario: Scenario) -> bool:
+        write_pending(self.pending_path, scenario)
+        try:
+            outcome = check_scenario(scenario, self.backend, faults=self.faults)
+        except EngineOutOfMemory as error:  # not a finding: Hypothesis must not shrink it
+            raise _OutOfMemory(error) from None
+        self.examples += 1
+        self.steps += outcome.steps_run
+        if not outcome.clean:
+            if self.first_failure_at is None:
+                self.first_failure_at = self.examples
+            if self.smallest is None or scenario_size(scenario) < scenario_size(self.smallest.scenario):
+                self.smallest = outcome
+        if self.on_example is not None:
+            self.on_example(scenario, outcome)
+        if self.on_progress is not None:
+            self.on_progress(self.progress())
+        if outcome.device_error:
+            raise DeviceLost(outcome)
+        return not outcome.clean
+
+    def progress(self) -> SearchProgress:
+        smallest = scenario_size(self.smallest.scenario) if self.smallest is not None else None
+        return SearchProgress(self.name, self.examples, self.steps, self.budget, self.smallest is not None, smallest)
+
+    def result(self, outcome: CheckOutcome | None, *, interrupted: bool = False) -> FuzzResult:
+        elapsed = time.perf_counter() - self.started
+        at = self.first_failure_at if outcome is not None else None
+        return FuzzResult(self.name, self.examples, self.steps, outcome, elapsed, at, interrupted)

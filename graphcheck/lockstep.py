@@ -26,8 +26,15 @@ from typing import Any, Sequence
 from graphcheck.adapter import EngineAdapter, EngineFactory
 from graphcheck.diff import DiffState, Divergence, diff_steps
 from graphcheck.driver import apply_events
-from graphcheck.records import Binding, CheckOutcome, StepRecord
-from graphcheck.scenario import Scenario, StepResult
+from graphcheck.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
+from graphcheck.scenario import (
+    DEFAULT_MAX_ENGINE_BYTES,
+    MAX_ENGINE_MEMORY_ENV,
+    Scenario,
+    StepResult,
+    engine_memory,
+    format_bytes,
+)
 from graphcheck.timings import LockstepTimings
 
 _UNTIMED = nullcontext()
@@ -94,9 +101,14 @@ class Lockstep:
         factory = engine_factory or Engine
         self.scenario = scenario
         self.timings = timings
-        with self._phase("setup_harness"):
-            weights = make_weights(scenario.config)
-            self.reference = ReferenceDecoder(scenario.config, weights)
+        try:
+            with self._phase("setup_harness"):
+                weights = make_weights(scenario.config)
+                self.reference = ReferenceDecoder(scenario.config, weights)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise _out_of_memory(scenario, "reference setup", exc) from exc
+            raise
         self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults))
         self.eager = self.graph = None
         self._states = {"reference vs eager": DiffState(), "reference vs graph": DiffState()}
@@ -105,13 +117,20 @@ class Lockstep:
         self._emulated = bool(getattr(backend, "emulated", False))
         self._backend = backend
         self._replays = 0
+        where = "eager engine construction"
         try:
             with self._phase("setup_eager"):
                 self.eager = factory(scenario.config, weights, device=backend, use_graphs=False, faults=faults)
+            where = "graph engine construction and capture"
             with self._phase("setup_graph"):
                 self.graph = factory(scenario.config, weights, device=backend, use_graphs=True, faults=faults)
-        except Exception as exc:  # a capture that fails is itself the finding
-            self._fail("capture", 0, "engine construction", exc)
+        except Exception as exc:
+            if is_out_of_memory(exc):  # the machine's limit, not the engine's bug: never a divergence
+                self.eager = self.graph = None
+                error = _out_of_memory(scenario, where, exc)
+                traceback.clear_frames(exc.__traceback__)  # let the half-built engines go
+                raise error from exc
+            self._fail("capture", 0, "engine construction", exc)  # a capture that fails is itself the finding
             return
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
         self._check_capacity()
@@ -152,6 +171,8 @@ class Lockstep:
                     apply_events(decoder, self.scenario, t)
                     results[source] = decoder.step(t, self.scenario.accept_overrides_at(t))
             except Exception as exc:
+                if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
+                    raise _out_of_memory(self.scenario, f"step {t} of the {source}", exc) from exc
                 self._fail("crash", t, source, exc)
                 return False
         self.outcome.steps_run = t + 1
@@ -272,6 +293,61 @@ class Lockstep:
         probe = getattr(self._backend, "device_error", None)
         if not self._emulated and callable(probe):
             self.outcome.device_error = probe()
+
+
+#: Exception type names (anywhere in the MRO) that are allocation failures: torch.OutOfMemoryError
+#: (torch.cuda.OutOfMemoryError is the same class) and its device variants.
+_OOM_TYPE_NAMES = frozenset({"OutOfMemoryError", "ResourceExhaustedError"})
+#: Lower-case message fragments of allocation failures: torch's CPU allocator ("can't allocate
+#: memory"), CUDA / NPU / XPU ("out of memory", CUBLAS_STATUS_ALLOC_FAILED), paddle
+#: ("(ResourceExhausted) Fail to alloc memory"), C++ std::bad_alloc.
+_OOM_MESSAGES = (
+    "out of memory", "can't allocate memory", "cannot allocate memory", "could not allocate",
+    "failed to allocate", "fail to alloc", "alloc_failed", "std::bad_alloc", "resourceexhausted",
+    "memory allocation failed",
+)
+
+
+def is_out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or while handling, is an allocation failure.
+
+    MemoryError (NumPy's and Paddle's allocation errors are MemoryErrors), torch's
+    OutOfMemoryError, or a RuntimeError (or any other) whose message says the allocator
+    could not allocate.
+    """
+    for _ in range(8):  # a bounded walk of __cause__ / __context__
+        if exc is None:
+            return False
+        if isinstance(exc, MemoryError) or any(c.__name__ in _OOM_TYPE_NAMES for c in type(exc).__mro__):
+            return True
+        try:
+            text = str(exc)[:4000].lower()
+        except Exception:
+            text = ""
+        if any(fragment in text for fragment in _OOM_MESSAGES):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _out_of_memory(scenario: Scenario, where: str, exc: BaseException) -> EngineOutOfMemory:
+    try:
+        estimate: int | None = engine_memory(scenario.config, scenario.requests).total
+    except Exception:
+        estimate = None
+    try:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except Exception:
+        first = ""
+    first = first if len(first) <= 200 else first[:197] + "..."
+    known = f"the built-in engine's estimate for this scenario is {format_bytes(estimate)}" if estimate is not None else "no estimate"
+    message = (
+        f"out of memory in {where}: {type(exc).__name__}: {first} ({known}; scenario validation "
+        f"rejects estimates above {MAX_ENGINE_MEMORY_ENV}, default {format_bytes(DEFAULT_MAX_ENGINE_BYTES)}). "
+        "Not a divergence of the engine"
+    )
+    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return EngineOutOfMemory(message, estimate_bytes=estimate, where=where, detail=detail)
 
 
 def check_scenario(scenario: Scenario, backend: Any, *, faults: Sequence[str] = ()) -> CheckOutcome:

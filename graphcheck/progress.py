@@ -1,30 +1,49 @@
-"""A live progress line for long runs: examples, steps, divergences, elapsed time."""
+"""Progress of a long run: what is being searched or shrunk, examples, steps, elapsed time.
+
+On a terminal it is one live line, redrawn in place. Anywhere else (a CI log,
+a pipe) nothing can be redrawn, so a plain line is printed every
+``interval_s`` seconds instead, and one line when each suite ends.
+"""
 
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from graphcheck.fuzz import FuzzResult, SearchProgress
 from graphcheck.records import CheckOutcome
+
+#: Seconds between two plain progress lines when the output is not a terminal.
+PLAIN_INTERVAL_S = 10.0
+
+
+def plural(n: int, word: str) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 class RunProgress:
-    """Counts lockstep runs as they finish and shows them on one live line."""
+    """Follows a run (suite searches, then single scenarios) and shows where it stands."""
 
-    def __init__(self, console: Console, *, enabled: bool = True):
+    def __init__(self, console: Console, *, enabled: bool = True, interval_s: float = PLAIN_INTERVAL_S,
+                 clock: Callable[[], float] = time.perf_counter):
         self.console = console
-        self.enabled = enabled and console.is_terminal
-        self.examples = self.steps = self.divergences = 0
-        self.current = ""
-        self.budget = 0
-        self._started = time.perf_counter()
+        self.live = enabled and console.is_terminal
+        self.plain = enabled and not console.is_terminal
+        self.interval_s = interval_s
+        self._clock = clock
+        self._started = self._last_line = clock()
+        self.examples = self.steps = 0  # over the whole run
+        self._search: SearchProgress | None = None
+        self._current = ""
         self._live: Live | None = None
 
     def __enter__(self) -> "RunProgress":
-        if self.enabled:
+        if self.live:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()
         return self
@@ -34,24 +53,67 @@ class RunProgress:
             self._live.__exit__(*exc)
 
     def start_suite(self, name: str, budget: int) -> None:
-        self.current, self.budget = name, budget
+        self._current = f"suite {name}"
+        self._search = SearchProgress(name, 0, 0, budget, False, None)
         self._refresh()
 
+    def search(self, progress: SearchProgress) -> None:
+        """One more example of the current suite's search (``fuzz_suite``'s ``on_progress``)."""
+        before = self._search
+        self.examples += progress.examples - (before.examples if before else 0)
+        self.steps += progress.steps - (before.steps if before else 0)
+        self._search = progress
+        self._refresh()
+
+    def end_suite(self, result: FuzzResult) -> None:
+        self._search = None
+        if self.live or self.plain:
+            self.console.print(suite_line(result), highlight=False)
+
     def example(self, name: str, outcome: CheckOutcome) -> None:
-        self.current = name
+        """A single scenario (not part of a search) was checked."""
+        self._current = name
+        self._search = None
         self.examples += 1
         self.steps += outcome.steps_run
-        self.divergences += len(outcome.failures)
         self._refresh()
 
     def _refresh(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
+        elif self.plain and self._clock() - self._last_line >= self.interval_s:
+            self._last_line = self._clock()
+            self.console.print(self._render(), highlight=False)
 
     def _render(self) -> Text:
-        elapsed = time.perf_counter() - self._started
-        budget = f" (budget {self.budget}/suite)" if self.budget else ""
-        return Text.from_markup(
-            f"[bold]{self.current or 'starting'}[/]{budget}  examples {self.examples}  steps {self.steps}  "
-            f"divergences [{'red' if self.divergences else 'green'}]{self.divergences}[/]  {elapsed:.0f}s"
-        )
+        elapsed = self._clock() - self._started
+        text = Text()
+        text.append(self._current or "starting", style="bold")
+        text.append(f"  {self._phase()}  ({plural(self.examples, 'example')} in all, {elapsed:.0f}s)")
+        return text
+
+    def _phase(self) -> str:
+        search = self._search
+        if search is None:
+            return "checking"
+        if not search.shrinking:
+            return f"searching: example {search.examples}/{search.budget}"
+        requests, steps = search.smallest or (0, 0)
+        return f"shrinking: {plural(search.examples, 'run')}, smallest {requests} req x {steps} steps"
+
+
+def suite_line(result: FuzzResult) -> Text:
+    """``suite padding: clean, 8 examples, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
+    counts = f"{plural(result.examples, 'example')}, {plural(result.steps, 'step')}, {result.elapsed_s:.1f}s"
+    text = Text(f"suite {result.suite}: ")
+    if result.outcome is None or result.outcome.clean:
+        text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")
+        text.append(f", {counts}")
+        return text
+    state = "interrupted while shrinking" if result.interrupted else "shrunk"
+    if result.outcome.device_error is not None:
+        state = "device lost, unshrunk"
+    text.append("divergence", style="red")
+    at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
+    text.append(f"{at} ({state}), {counts}")
+    return text

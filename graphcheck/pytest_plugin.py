@@ -78,14 +78,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def profile_settings(name: str) -> dict[str, Any]:
     """Settings of ``name`` in graphcheck's own test suite (tests/ and suites/ conftests register these).
 
-    Its examples, no deadline, too_slow suppressed. Only ci forces print_blob;
-    the others inherit it from Hypothesis's default profile, which turns it on
-    by itself when it detects a CI machine.
+    Every setting that Hypothesis changes by itself on a CI machine is given
+    here, and the parent is Hypothesis's ``default`` profile rather than the
+    profile loaded at the time, so a profile means the same with ``CI`` set or
+    unset. ``ci`` is the pull-request gate's: derandomized (the same examples
+    on every run), no example database, the reproduction blob printed.
     """
-    from hypothesis import HealthCheck
+    from hypothesis import HealthCheck, settings
 
-    extra = {"print_blob": True} if name == "ci" else {}
-    return dict(max_examples=PROFILE_EXAMPLES[name], deadline=None, suppress_health_check=[HealthCheck.too_slow], **extra)
+    if name == "ci":
+        extra: dict[str, Any] = {"print_blob": True, "derandomize": True, "database": None}
+    else:
+        extra = {"print_blob": False, "derandomize": False}
+    return dict(
+        parent=settings.get_profile("default"), max_examples=PROFILE_EXAMPLES[name], deadline=None,
+        suppress_health_check=[HealthCheck.too_slow], **extra,
+    )
 
 
 def register_profiles() -> None:

@@ -86,3 +86,22 @@ class CheckOutcome:
     @property
     def clean(self) -> bool:
         return not self.failures
+
+
+class EngineOutOfMemory(Exception):
+    """Building or capturing an engine (or setting up the reference) ran out of memory.
+
+    The machine's limit, not a finding: ``Lockstep(...)`` (and so ``check_scenario``)
+    raises this instead of recording a ``capture`` divergence. ``str(exc)`` is one
+    line; ``where`` names the phase ("reference setup", "eager engine construction",
+    "graph engine construction and capture"); ``estimate_bytes`` is the built-in
+    engine's estimate for the scenario (``graphcheck.scenario.engine_memory(config,
+    requests).total``; None when it could not be computed); ``detail`` the traceback.
+    """
+
+    def __init__(self, message: str, *, estimate_bytes: int | None = None, where: str = "", detail: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.estimate_bytes = estimate_bytes
+        self.where = where
+        self.detail = detail

@@ -10,15 +10,34 @@ This module is a leaf: it imports only the standard library, so that
 the harness. Everything is a frozen dataclass; ``Scenario.from_json`` and
 ``Scenario.to_json`` round-trip losslessly, and ``from_dict`` turns every
 malformed or out-of-range field into one ``ScenarioError`` that names the
-field and the allowed range.
+field and the allowed range. Whatever it is given (huge integers, deep
+nesting, lone surrogates, objects of any type), parsing raises nothing else
+and never calls back into the objects it was handed (a subclass of a builtin
+is read at its builtin value), and every message is one short ASCII line.
+
+Validation also bounds the memory a lockstep run of the scenario would take
+on the built-in engine (``engine_memory``): a scenario whose estimate exceeds
+the limit (``DEFAULT_MAX_ENGINE_BYTES``, 4 GiB, or ``$GRAPHCHECK_MAX_ENGINE_MEMORY``)
+is a ScenarioError on ``config`` (or on ``requests``, when the prompts make the
+difference), so an engine that cannot be allocated is never reported as a bug.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
+
+from graphcheck.memory_estimate import (
+    MemoryEstimate,
+    engine_memory,
+    estimated_engine_bytes,
+    format_bytes,
+    parse_memory_size,
+)
 
 FORMAT_VERSION = 1
 
@@ -39,6 +58,12 @@ MAX_STEPS = 10_000
 MAX_EOS_IDS = 8
 MAX_CANDIDATE_LEN = 10
 TEMPERATURE_RANGE = (0.05, 10.0)
+MAX_REQUEST_ID_LEN = 64
+MAX_NAME_LEN = 200
+
+#: The default ceiling on ``engine_memory(...).total``; $GRAPHCHECK_MAX_ENGINE_MEMORY overrides it.
+DEFAULT_MAX_ENGINE_BYTES = 4 * 2**30
+MAX_ENGINE_MEMORY_ENV = "GRAPHCHECK_MAX_ENGINE_MEMORY"
 
 
 class ScenarioError(ValueError):
@@ -145,16 +170,18 @@ class Scenario:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Scenario":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ScenarioError("<json>", f"not valid JSON ({exc})") from None
-        return cls.from_dict(data)
+    def from_json(cls, text: str | bytes, *, max_engine_bytes: int | None = None) -> "Scenario":
+        """Parse and validate JSON text (a str, or UTF-8 bytes); every failure is a ScenarioError.
+
+        ``max_engine_bytes``: the memory limit (see ``engine_memory_limit``); None reads
+        $GRAPHCHECK_MAX_ENGINE_MEMORY, else DEFAULT_MAX_ENGINE_BYTES.
+        """
+        return cls.from_dict(_load_json(text), max_engine_bytes=max_engine_bytes)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Scenario":
-        return _parse_scenario(data)
+    def from_dict(cls, data: Any, *, max_engine_bytes: int | None = None) -> "Scenario":
+        """Validate a decoded scenario (any object: every problem is a ScenarioError naming its field)."""
+        return _parse_scenario(data, _limit(max_engine_bytes))
 
     # -- convenience ---------------------------------------------------
     def request(self, request_id: str) -> RequestSpec:
@@ -168,24 +195,181 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------
-# Parsing and validation. Every check names its field and the allowed range.
+# Reading values. Nothing here calls back into the objects it is given: a
+# subclass of a builtin is read at its builtin value through the builtin's own
+# methods, anything else is only type-checked, and messages render values
+# with ``_show`` (bounded, ASCII, no repr of foreign objects).
 # ---------------------------------------------------------------------------
 
+#: Integer literals longer than this are out of every field's range; the JSON
+#: reader keeps them as their digit count (converting them could fail).
+_MAX_INT_DIGITS = 64
+
+
+class _HugeInt:
+    """An integer literal of the JSON text too long to convert: only its digit count is kept."""
+
+    __slots__ = ("digits", "negative")
+
+    def __init__(self, digits: int, negative: bool):
+        self.digits = digits
+        self.negative = negative
+
+    def describe(self) -> str:
+        return f"{'a negative' if self.negative else 'an'} integer of {self.digits} digits"
+
+
+def _json_int(text: str) -> int | _HugeInt:
+    negative = text.startswith("-")
+    digits = len(text) - negative
+    if digits > _MAX_INT_DIGITS:
+        return _HugeInt(digits, negative)
+    return int(text)
+
+
+def _load_json(text: Any) -> Any:
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ScenarioError("<json>", f"not UTF-8 text (byte {exc.start})") from None
+    elif isinstance(text, str):
+        text = str.__str__(text)
+    else:
+        raise ScenarioError("<json>", f"must be JSON text (str or UTF-8 bytes), got {_show(text)}")
+    try:
+        return json.loads(text, parse_int=_json_int)
+    except RecursionError:
+        raise ScenarioError("<json>", "not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # json.JSONDecodeError and anything else the decoder refuses
+        raise ScenarioError("<json>", f"not valid JSON ({_clip(str(exc))})") from None
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    text = ascii(text)[1:-1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_SHOW_MAX = 60
+
+
+def _show(value: Any) -> str:
+    """A short ASCII rendering of any value for a message.
+
+    Bounded in length and depth; never calls the value's own methods (foreign
+    objects show as ``<TYPE object>``), never converts a huge integer to text.
+    """
+    try:
+        text = _render(value, 3, _SHOW_MAX + 1)
+    except Exception:  # a message must never fail
+        text = "<unprintable value>"
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
+
+
+def _type_name(value: Any) -> str:
+    try:
+        name = type.__dict__["__name__"].__get__(type(value))
+    except Exception:
+        name = "?"
+    return ascii(name)[1:-1] if isinstance(name, str) else "?"
+
+
+def _int_digits(value: int) -> str:
+    """The digit count of a big integer, without converting it to text."""
+    n = abs(value)
+    bits = n.bit_length()
+    digits = int((bits - 1) * 0.30102999566398120) + 1  # digits of 2**(bits-1)
+    if bits > 100_000:
+        return f"about {digits}"
+    return str(digits + 1 if n >= 10**digits else digits)
+
+
+def _render(value: Any, depth: int, budget: int) -> str:
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    if isinstance(value, _HugeInt):
+        return f"<{value.describe()}>"
+    if isinstance(value, int):
+        value = int.__index__(value)
+        if value.bit_length() > 160:
+            return f"<{'a negative' if value < 0 else 'an'} integer of {_int_digits(value)} digits>"
+        return str(value)
+    if isinstance(value, float):
+        return repr(float.__float__(value))
+    if isinstance(value, str):
+        return ascii(str.__getitem__(value, slice(0, budget)))
+    if type(value) in (bytes, bytearray):
+        return ascii(bytes(value[:budget]))
+    if isinstance(value, (list, tuple, dict)):
+        if isinstance(value, dict):
+            count = dict.__len__(value)
+            items: Iterable[Any] = itertools.islice(dict.items(value), 8)
+            opener, closer = "{", "}"
+        elif isinstance(value, list):
+            count = list.__len__(value)
+            items = list.__getitem__(value, slice(0, 8))
+            opener, closer = "[", "]"
+        else:
+            count = tuple.__len__(value)
+            items = tuple.__getitem__(value, slice(0, 8))
+            opener, closer = "(", ")"
+        if count and depth <= 0:
+            return f"{opener}...{closer}"
+        parts: list[str] = []
+        used = 2
+        for item in items:
+            if used > budget:
+                break
+            if opener == "{":
+                key, item = item
+                part = f"{_render(key, depth - 1, budget - used)}: {_render(item, depth - 1, budget - used)}"
+            else:
+                part = _render(item, depth - 1, budget - used)
+            parts.append(part)
+            used += len(part) + 2
+        more = ", ..." if len(parts) < count else ("," if opener == "(" and count == 1 else "")
+        return f"{opener}{', '.join(parts)}{more}{closer}"
+    return f"<{_type_name(value)} object>"
+
+
+_PATH_CHARS = frozenset(".[]'\"\\ ")
+
+
+def _key_label(key: Any) -> str:
+    """A dict key as a field-path component: plain keys as they are, anything else shown."""
+    if isinstance(key, str):
+        key = str.__str__(key)
+        if len(key) <= 40 and key.isascii() and key.isprintable() and not _PATH_CHARS.intersection(key):
+            return key
+    return _show(key)
+
+
 def _int(value: Any, path: str, lo: int, hi: int) -> int:
+    if isinstance(value, _HugeInt):
+        raise ScenarioError(path, f"must be an integer in [{lo}, {hi}], got {value.describe()}")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScenarioError(path, f"must be an integer in [{lo}, {hi}], got {_show(value)}")
+    value = int.__index__(value)
     if not lo <= value <= hi:
-        raise ScenarioError(path, f"must be in [{lo}, {hi}], got {value}")
+        raise ScenarioError(path, f"must be in [{lo}, {hi}], got {_show(value)}")
     return value
 
 
 def _float(value: Any, path: str, lo: float, hi: float, lo_open: bool = False) -> float:
+    bounds = f"{'(' if lo_open else '['}{lo}, {hi}]"
+    if isinstance(value, _HugeInt):
+        raise ScenarioError(path, f"must be in {bounds}, got {value.describe()}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ScenarioError(path, f"must be a number, got {_show(value)}")
-    value = float(value)
-    bracket = "(" if lo_open else "["
+        raise ScenarioError(path, f"must be a number in {bounds}, got {_show(value)}")
+    if isinstance(value, int):
+        value = int.__index__(value)
+        if not lo <= value <= hi:  # exact: an int of any size compares with a float
+            raise ScenarioError(path, f"must be in {bounds}, got {_show(value)}")
+        value = float(value)
+    else:
+        value = float.__float__(value)
     if math.isnan(value) or value > hi or value < lo or (lo_open and value == lo):
-        raise ScenarioError(path, f"must be in {bracket}{lo}, {hi}], got {value}")
+        raise ScenarioError(path, f"must be in {bounds}, got {_show(value)}")
     return value
 
 
@@ -196,52 +380,93 @@ def _bool(value: Any, path: str) -> bool:
 
 
 def _choice(value: Any, path: str, choices: Sequence[str]) -> str:
-    if value not in choices or not isinstance(value, str):
-        raise ScenarioError(path, f"must be one of {', '.join(choices)}; got {_show(value)}")
-    return value
+    if isinstance(value, str):
+        value = str.__str__(value)
+        if value in choices:
+            return value
+    raise ScenarioError(path, f"must be one of {', '.join(choices)}; got {_show(value)}")
 
 
-def _str(value: Any, path: str, max_len: int = 200) -> str:
-    if not isinstance(value, str) or len(value) > max_len:
+def _str(value: Any, path: str, max_len: int, *, printable: bool = False) -> str:
+    """A string of at most ``max_len`` characters, encodable as UTF-8 (no lone surrogates) and
+    without control characters; ``printable``: every character printable (``str.isprintable``:
+    no control, format, separator but the space, private-use, unassigned or surrogate)."""
+    if not isinstance(value, str):
         raise ScenarioError(path, f"must be a string of at most {max_len} characters, got {_show(value)}")
+    value = str.__str__(value)
+    if len(value) > max_len:
+        raise ScenarioError(path, f"must be a string of at most {max_len} characters, got {len(value)}: {_show(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ScenarioError(
+            path, f"must be valid Unicode text: character {exc.start} is a lone surrogate "
+                  f"U+{ord(value[exc.start]):04X}, which UTF-8 cannot encode",
+        ) from None
+    if value.isascii() and value.isprintable():
+        return value
+    for i, ch in enumerate(value):
+        code = ord(ch)
+        if printable and not ch.isprintable():
+            raise ScenarioError(
+                path, f"must be printable: character {i} (U+{code:04X}) is a control, format, separator, "
+                      "private-use or unassigned character",
+            )
+        if code < 0x20 or 0x7F <= code < 0xA0 or code in (0xFFFE, 0xFFFF):
+            raise ScenarioError(path, f"must not hold control characters: character {i} is U+{code:04X}")
     return value
 
 
 def _list(value: Any, path: str, max_len: int) -> list[Any]:
-    if not isinstance(value, (list, tuple)):
+    if isinstance(value, list):
+        count = list.__len__(value)
+    elif isinstance(value, tuple):
+        count = tuple.__len__(value)
+    else:
         raise ScenarioError(path, f"must be a list, got {_show(value)}")
-    if len(value) > max_len:
-        raise ScenarioError(path, f"must have at most {max_len} entries, got {len(value)}")
-    return list(value)
+    if count > max_len:
+        raise ScenarioError(path, f"must have at most {max_len} entries, got {count}")
+    if isinstance(value, list):
+        return list.__getitem__(value, slice(None))
+    return list(tuple.__getitem__(value, slice(None)))
 
 
-def _obj(value: Any, path: str, allowed: Iterable[str]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+def _obj(value: Any, path: str, allowed: Iterable[str]) -> dict[str, Any]:
+    """An object with string keys, all in ``allowed``, as a plain dict."""
+    if isinstance(value, dict):
+        pairs = list(dict.items(value))
+    elif isinstance(value, Mapping):
+        try:
+            pairs = [(key, item) for key, item in value.items()]
+        except Exception as exc:
+            raise ScenarioError(path, f"must be an object; reading the mapping failed ({_type_name(exc)})") from None
+    else:
         raise ScenarioError(path, f"must be an object, got {_show(value)}")
     allowed = set(allowed)
-    for key in value:
+    out: dict[str, Any] = {}
+    for key, item in pairs:
+        if not isinstance(key, str):
+            raise ScenarioError(_join(path, _key_label(key)), f"field names must be strings, got {_show(key)}")
+        key = str.__str__(key)
         if key not in allowed:
-            raise ScenarioError(
-                f"{path}.{key}" if path else str(key),
-                f"unknown field; allowed: {', '.join(sorted(allowed))}",
-            )
-    return value
+            raise ScenarioError(_join(path, _key_label(key)), f"unknown field; allowed: {', '.join(sorted(allowed))}")
+        out[key] = item
+    return out
 
 
 def _need(obj: Mapping[str, Any], key: str, path: str) -> Any:
     if key not in obj:
-        raise ScenarioError(f"{path}.{key}" if path else key, "is required")
+        raise ScenarioError(_join(path, key), "is required")
     return obj[key]
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
+
+# ---------------------------------------------------------------------------
+# Parsing and validation. Every check names its field and the allowed range.
+# ---------------------------------------------------------------------------
 
 def _parse_config(data: Any, path: str) -> EngineConfig:
     defaults = EngineConfig()
@@ -258,7 +483,7 @@ def _parse_config(data: Any, path: str) -> EngineConfig:
         for i, v in enumerate(_list(get("capture_sizes"), sizes_path, 64))
     )
     if len(set(sizes)) != len(sizes):
-        raise ScenarioError(sizes_path, f"entries must be distinct, got {list(sizes)}")
+        raise ScenarioError(sizes_path, f"entries must be distinct, got {_show(list(sizes))}")
     cfg = EngineConfig(
         max_num_seqs=_int(get("max_num_seqs"), _join(path, "max_num_seqs"), 1, MAX_NUM_SEQS),
         num_speculative_tokens=k,
@@ -321,7 +546,7 @@ def _parse_request(data: Any, path: str, cfg: EngineConfig, num_steps: int) -> R
         _parse_reasoning(item, f"{reasoning_path}[{i}]", num_steps)
         for i, item in enumerate(_list(obj.get("reasoning", []), reasoning_path, 64))
     )
-    request_id = _str(_need(obj, "request_id", path), _join(path, "request_id"), 64)
+    request_id = _str(_need(obj, "request_id", path), _join(path, "request_id"), MAX_REQUEST_ID_LEN, printable=True)
     if not request_id:
         raise ScenarioError(_join(path, "request_id"), "must not be empty")
     return RequestSpec(
@@ -342,9 +567,9 @@ def _parse_request(data: Any, path: str, cfg: EngineConfig, num_steps: int) -> R
 def _parse_accept(data: Any, path: str, cfg: EngineConfig, ids: set[str], num_steps: int) -> AcceptOverride:
     obj = _obj(data, path, AcceptOverride.__dataclass_fields__)
     rid_path = _join(path, "request_id")
-    rid = _str(_need(obj, "request_id", path), rid_path, 64)
+    rid = _str(_need(obj, "request_id", path), rid_path, MAX_REQUEST_ID_LEN, printable=True)
     if rid not in ids:
-        raise ScenarioError(rid_path, f"names no request of the script: {rid!r}")
+        raise ScenarioError(rid_path, f"names no request of the script: {_show(rid)}")
     return AcceptOverride(
         step=_int(_need(obj, "step", path), _join(path, "step"), 0, num_steps - 1),
         request_id=rid,
@@ -352,13 +577,20 @@ def _parse_accept(data: Any, path: str, cfg: EngineConfig, ids: set[str], num_st
     )
 
 
-def _parse_scenario(data: Any) -> Scenario:
+def _parse_format(value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and int.__index__(value) == FORMAT_VERSION:
+        return
+    if isinstance(value, float) and float.__float__(value) == FORMAT_VERSION:
+        return
+    raise ScenarioError("format", f"must be {FORMAT_VERSION}, got {_show(value)}")
+
+
+def _parse_scenario(data: Any, limit: int | None) -> Scenario:
     obj = _obj(data, "", ("config", "requests", "accepts", "num_steps", "name", "format"))
-    fmt = obj.get("format", FORMAT_VERSION)
-    if fmt != FORMAT_VERSION or isinstance(fmt, bool):
-        raise ScenarioError("format", f"must be {FORMAT_VERSION}, got {_show(fmt)}")
+    _parse_format(obj.get("format", FORMAT_VERSION))
     num_steps = _int(obj.get("num_steps", 20), "num_steps", 1, MAX_STEPS)
     cfg = _parse_config(obj.get("config", {}), "config")
+    _check_memory("config", engine_memory(cfg), limit)
     requests = tuple(
         _parse_request(item, f"requests[{i}]", cfg, num_steps)
         for i, item in enumerate(_list(_need(obj, "requests", ""), "requests", 4096))
@@ -366,8 +598,9 @@ def _parse_scenario(data: Any) -> Scenario:
     ids: set[str] = set()
     for i, spec in enumerate(requests):
         if spec.request_id in ids:
-            raise ScenarioError(f"requests[{i}].request_id", f"duplicate id {spec.request_id!r}")
+            raise ScenarioError(f"requests[{i}].request_id", f"duplicate id {_show(spec.request_id)}")
         ids.add(spec.request_id)
+    _check_memory("requests", engine_memory(cfg, requests), limit)
     accepts = tuple(
         _parse_accept(item, f"accepts[{i}]", cfg, ids, num_steps)
         for i, item in enumerate(_list(obj.get("accepts", []), "accepts", 100_000))
@@ -376,37 +609,98 @@ def _parse_scenario(data: Any) -> Scenario:
     for i, acc in enumerate(accepts):
         key = (acc.step, acc.request_id)
         if key in seen:
-            raise ScenarioError(f"accepts[{i}]", f"a second override for request {acc.request_id!r} at step {acc.step}")
+            raise ScenarioError(
+                f"accepts[{i}]", f"a second override for request {_show(acc.request_id)} at step {acc.step}"
+            )
         seen.add(key)
     return Scenario(
         config=cfg,
         requests=requests,
         accepts=accepts,
         num_steps=num_steps,
-        name=_str(obj.get("name", ""), "name"),
+        name=_str(obj.get("name", ""), "name", MAX_NAME_LEN),
     )
 
 
-def validate(scenario: Scenario) -> Scenario:
+def validate(scenario: Scenario, *, max_engine_bytes: int | None = None) -> Scenario:
     """Re-validate a Scenario built in code (for example by a fuzzer) and return it."""
-    return Scenario.from_dict(json.loads(scenario.to_json()))
+    try:
+        text = scenario.to_json()
+    except (TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise ScenarioError("<scenario>", f"cannot be written as JSON ({_type_name(exc)}: {_clip(str(exc))})") from None
+    return Scenario.from_json(text, max_engine_bytes=max_engine_bytes)
 
 
-def load_scenario(path: str) -> Scenario:
+def load_scenario(path: str, *, max_engine_bytes: int | None = None) -> Scenario:
     """Read and validate a scenario file; every failure is a ScenarioError."""
+    shown = _clip(str(path), 200)
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
-        raise ScenarioError("<file>", f"cannot read {path}: {exc.strerror or exc}") from None
+        raise ScenarioError("<file>", f"cannot read {shown}: {_clip(str(exc.strerror or exc))}") from None
     except UnicodeDecodeError:
-        raise ScenarioError("<file>", f"{path} is not UTF-8 text") from None
-    return Scenario.from_json(text)
+        raise ScenarioError("<file>", f"{shown} is not UTF-8 text") from None
+    except ValueError as exc:  # a path with a NUL byte, or one the file system cannot encode
+        raise ScenarioError("<file>", f"cannot read {shown}: {_clip(str(exc))}") from None
+    return Scenario.from_json(text, max_engine_bytes=max_engine_bytes)
+
+
+def engine_memory_limit(environ: Mapping[str, str] | None = None) -> int | None:
+    """The memory limit of validation: $GRAPHCHECK_MAX_ENGINE_MEMORY, else DEFAULT_MAX_ENGINE_BYTES.
+
+    None when set to ``none``. A malformed value is a ScenarioError on the
+    variable's name (call this once at start-up to fail fast).
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(MAX_ENGINE_MEMORY_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_MAX_ENGINE_BYTES
+    try:
+        return parse_memory_size(text)
+    except ValueError:
+        raise ScenarioError(
+            MAX_ENGINE_MEMORY_ENV,
+            f"must be a byte count such as 4294967296, 4G or 512M (K, M, G, T: powers of 1024), or none; "
+            f"got {_show(text)}",
+        ) from None
+
+
+def _limit(max_engine_bytes: int | None) -> int | None:
+    if max_engine_bytes is None:
+        return engine_memory_limit()
+    if isinstance(max_engine_bytes, bool) or not isinstance(max_engine_bytes, int) or max_engine_bytes <= 0:
+        raise ValueError(f"max_engine_bytes must be a positive int or None, got {max_engine_bytes!r}")
+    return max_engine_bytes
+
+
+def _check_memory(field: str, estimate: MemoryEstimate, limit: int | None) -> None:
+    if limit is None or estimate.total <= limit:
+        return
+    unit, size = ("G", 2**30) if estimate.total >= 2**30 else ("M", 2**20)
+    suggest = f"{-(-estimate.total // size)}{unit}"
+    if field == "config":
+        what = "this engine configuration needs"
+        shrink = "use a smaller max_num_seqs, max_model_len, hidden_size, vocab_size or capture sizes"
+    else:
+        what = "with these requests (prompt lengths, max_dec_len) the run needs"
+        shrink = "use shorter prompts or fewer tokens"
+    raise ScenarioError(
+        field,
+        f"{what} about {format_bytes(estimate.total)} ({estimate.total} bytes) on the built-in engine (per engine "
+        f"{format_bytes(estimate.eager_engine)} of buffers and weights, graphs {format_bytes(estimate.graphs)}, "
+        f"working set {format_bytes(estimate.working_set)}, reference {format_bytes(estimate.reference)}), "
+        f"above the limit of {format_bytes(limit)} ({limit} bytes); {shrink}, or raise the limit with "
+        f"{MAX_ENGINE_MEMORY_ENV}={suggest} (bytes, or a K/M/G/T suffix)",
+    )
 
 
 __all__ = [
     "AMBIGUITY_EPS",
     "AcceptOverride",
+    "DEFAULT_MAX_ENGINE_BYTES",
+    "MAX_ENGINE_MEMORY_ENV",
+    "MemoryEstimate",
     "RequestStep",
     "StepResult",
     "EngineConfig",
@@ -415,7 +709,12 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "SEED_MODULUS",
+    "engine_memory",
+    "engine_memory_limit",
+    "estimated_engine_bytes",
+    "format_bytes",
     "load_scenario",
+    "parse_memory_size",
     "validate",
 ]
 

@@ -34,7 +34,7 @@ BUILTIN_SUITES = "suites:SUITES"
 
 @dataclass(frozen=True)
 class Suite:
-    """A focused scenario strategy and the bug classes (spec/bug-classes.md numbers) it targets."""
+    """A focused scenario strategy and the bug classes (docs/bug-classes.md numbers) it targets."""
 
     name: str
     description: str  # one line

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import Flaky, NoSuchExample, Unsatisfiable
 
-from graphcheck.fuzz import DeviceLost, write_pending
+from graphcheck.fuzz import DeviceLost, scenario_size, write_pending
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
 
@@ -81,11 +81,6 @@ class SearchResult:
     @property
     def detected(self) -> bool:
         return self.detection is not None
-
-
-def scenario_size(scenario: Scenario) -> tuple[int, int]:
-    """The size key smaller scenarios win by: (requests, steps)."""
-    return len(scenario.requests), scenario.num_steps
 
 
 class _Spent(BaseException):

@@ -2,7 +2,7 @@
 
 A Suite (``graphcheck.suite_registry.Suite``) is a focused scenario strategy
 (``suites/scenarios.py``) plus the bug classes it targets (numbers of
-spec/bug-classes.md). Its property is always the same: the lockstep run of a
+docs/bug-classes.md). Its property is always the same: the lockstep run of a
 drawn scenario has no failing divergence (``suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
 is the general strategy that mixes every dimension. ``graphcheck run`` finds
 this registry by name (``graphcheck.suite_registry.load_suites``).

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Sequence
 
 from graphcheck.diff import Divergence
 from graphcheck.examples import demo_scenario
 from graphcheck.records import SOURCES, Binding, CheckOutcome, StepRecord
-from graphcheck.report import RunInfo
+from graphcheck.report import RunInfo, SuiteRun
 from graphcheck.scenario import SEED_MODULUS, RequestSpec, RequestStep, Scenario, StepResult
 
 STALE_CAPTURED = 0x7F3A_0000_4000
@@ -189,3 +190,73 @@ def long_outcome(num_steps: int = 500, diverge_at: int = 450) -> CheckOutcome:
     out = outcome_for(demo_scenario(num_steps=num_steps))
     out.divergences = [Divergence("value", diverge_at, "running_requests", "eager vs graph", [], ["r9"])]
     return out
+
+
+#: The built-in suites, with the examples and steps of a made-up clean fuzzing run (160 examples, 1,234 steps).
+SUITE_FIGURES = (
+    ("addresses", 20, 150), ("padding", 20, 170), ("accept", 20, 160), ("seeds", 20, 140),
+    ("capacity", 20, 180), ("memory", 30, 214), ("lifecycle", 30, 220),
+)
+BUILTIN_MODES = ("greedy", "target_match", "topp", "naive")
+
+
+def builtin_outcomes() -> list[CheckOutcome]:
+    """The four clean demo scenarios a run checks after fuzzing, named as ``graphcheck run`` names them."""
+    outcomes = []
+    for mode in BUILTIN_MODES:
+        out = clean_outcome()
+        out.scenario = dataclasses.replace(out.scenario, name=f"builtin/demo-{mode}")
+        outcomes.append(out)
+    return outcomes
+
+
+def clean_suite_runs() -> list[SuiteRun]:
+    return [SuiteRun(name, examples, steps, 1.5 + i, True) for i, (name, examples, steps) in enumerate(SUITE_FIGURES)]
+
+
+def fuzzed_divergence() -> tuple[list[CheckOutcome], list[SuiteRun]]:
+    """``graphcheck run --keep-going``: padding's search diverged (shrunk), the others clean, then the demo scenarios."""
+    shrunk = diverged_outcome()
+    shrunk.scenario = dataclasses.replace(shrunk.scenario, name="padding/shrunk")
+    assert shrunk.first is not None
+    runs = clean_suite_runs()
+    runs[1] = dataclasses.replace(runs[1], examples=37, steps=260, clean=False, shrink="shrunk",
+                                  first=shrunk.first.headline(), first_failure_at=3, scenario_name="padding/shrunk")
+    return [shrunk, *builtin_outcomes()], runs
+
+
+class _Rows(HTMLParser):
+    """The cell texts of every row of the table with id ``table_id``."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.table_id, self.inside = table_id, False
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table" and dict(attrs).get("id") == self.table_id:
+            self.inside = True
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def table_rows(html: str, table_id: str) -> list[list[str]]:
+    """Every row (header included) of the table ``id=table_id`` in ``html``, as cell texts."""
+    rows = _Rows(table_id)
+    rows.feed(html)
+    rows.close()
+    return rows.rows

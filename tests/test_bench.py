@@ -17,6 +17,7 @@ from graphcheck.cli import main
 from graphcheck.examples import demo_scenario
 from graphcheck.lockstep import Lockstep
 from graphcheck.timings import STEP_PHASES, LockstepTimings, checking_overhead, overhead_target, steps_per_second
+from _layers import slow
 
 
 def _timings(**phases: float) -> LockstepTimings:
@@ -84,6 +85,7 @@ def test_lockstep_without_timings_times_nothing() -> None:
     assert lockstep.timings is None and lockstep.run().clean
 
 
+@slow
 def test_quick_bench_on_cpu_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("pytest_benchmark")
     out = tmp_path / "bench"

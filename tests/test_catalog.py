@@ -33,6 +33,7 @@ from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario
 from graphcheck.timed_search import Detection, SearchResult, Shrunk, timed_search
 from suites import SUITES
 from suites.properties import backend_from_env
+from _layers import slow
 
 #: Seconds of fuzzing per fault in CI: every fault is caught within a few seconds on cpu,
 #: so this leaves room for a loaded 2-core box. Shrinking gets a short budget of its own.
@@ -74,6 +75,7 @@ def assert_well_formed(path: Path) -> str:
 # The CI gate
 # ---------------------------------------------------------------------------
 
+@slow
 def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     started = time.perf_counter()
     code = main(["catalog", "--budget", str(CI_BUDGET_S), "--shrink-budget", str(CI_SHRINK_S), "--seed", "0",
@@ -308,6 +310,7 @@ def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert message in capsys.readouterr().err
 
 
+@slow
 def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
     """Real devices run each fault in a spawned process; the result comes back whole."""
     from backends.devices import resolve

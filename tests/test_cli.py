@@ -13,6 +13,7 @@ from graphcheck import exitcodes
 from graphcheck.cli import main
 from graphcheck.examples import demo_scenario
 from graphcheck.scenario import Scenario
+from _layers import slow
 
 
 def _run_dirs(root: Path) -> list[Path]:
@@ -89,6 +90,7 @@ def test_doctor_and_faults_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rebind-output-offsets" in capsys.readouterr().out
 
 
+@slow
 def test_console_script_runs_as_a_module(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "graphcheck.cli", "run", "--suite", "seeds", "--examples", "1", "--steps", "4",

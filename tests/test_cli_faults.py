@@ -15,6 +15,7 @@ import pytest
 from graphcheck import exitcodes
 from graphcheck.cli import main
 from graphcheck.scenario import Scenario
+from _layers import fast_first  # every case is slow: tests/test_cli_hardening.py runs a fault through the CLI fast
 
 CASES = [
     # fault, suite, kind, tensor
@@ -32,7 +33,7 @@ def _run(tmp: Path, suite: str, *extra: str) -> tuple[int, Path]:
     return code, run_dir
 
 
-@pytest.mark.parametrize("fault, suite, kind, tensor", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("fault, suite, kind, tensor", fast_first(CASES, lambda c: False, ids=[c[0] for c in CASES]))
 def test_injected_fault_is_reported_with_kind_step_and_tensor(
     tmp_path: Path, fault: str, suite: str, kind: str, tensor: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,8 +27,9 @@ from graphcheck import exitcodes
 from graphcheck.cli import main
 from graphcheck.cli_errors import UsageError
 from graphcheck.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
-from graphcheck.fuzz import fuzz_suite
+from graphcheck.fuzz import SearchInterrupted, fuzz_suite
 from graphcheck.scenario import Scenario
+from _layers import slow
 
 FAULT = "naive-seed-frozen"
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +57,7 @@ def test_database_key_names_the_search_not_the_seed() -> None:
     assert database_key("seeds", cpu, []).endswith(b"faults=none")
 
 
+@slow
 def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> None:
     from backends.devices import resolve
     from suites import SUITES
@@ -70,6 +72,19 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
             on_example=lambda scenario, outcome: seen.append(scenario), database=db, database_key=key,
         )
 
+    def first_example(seed: int, key: bytes) -> Scenario:
+        """The first scenario a search draws (a Ctrl-C right after it: no shrinking to wait for)."""
+        seen: list[Scenario] = []
+
+        def stop(scenario: Scenario, outcome: object) -> None:
+            seen.append(scenario)
+            raise KeyboardInterrupt
+
+        with pytest.raises(SearchInterrupted):
+            fuzz_suite(suite.name, suite.strategy(), cpu, examples=8, seed=seed, faults=(FAULT,),
+                       pending_path=tmp_path / "p.json", on_example=stop, database=db, database_key=key)
+        return seen[0]
+
     first = fuzz(0, [])
     assert first.outcome is not None and not first.outcome.clean
     assert any((tmp_path / "db").iterdir()), "the failing example was saved"
@@ -79,9 +94,7 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
     assert (again.first_failure_at, again.examples) == (1, 2)
     assert seen[0] == first.outcome.scenario == again.outcome.scenario
     # A search under another key does not see it: it starts from its own seed's draws.
-    elsewhere: list[Scenario] = []
-    fuzz(1, elsewhere, key=database_key("padding", cpu, [FAULT]))
-    assert elsewhere[0] != first.outcome.scenario
+    assert first_example(1, database_key("padding", cpu, [FAULT])) != first.outcome.scenario
 
 
 def test_keyed_database_keeps_searches_apart(tmp_path: Path) -> None:
@@ -157,6 +170,7 @@ def _graphcheck_run(report_dir: Path, seed: int, url: str) -> tuple[int, Path]:
     return proc.returncode, run_dir
 
 
+@slow
 def test_redis_database_shares_a_failing_example_between_processes(tmp_path: Path, redis_url: str) -> None:
     import redis
 

@@ -20,6 +20,7 @@ from _engine_scenarios import (
 )
 from backends.devices import resolve
 from graphcheck.threads import single_threaded
+from _layers import fast_first
 
 torch = pytest.importorskip("torch")
 
@@ -30,7 +31,7 @@ def _one_thread():
         yield
 
 
-@pytest.mark.parametrize("name,scope", LOCKSTEP_CASES)
+@pytest.mark.parametrize("name,scope", fast_first(LOCKSTEP_CASES, 6))
 def test_graph_matches_eager_bit_for_bit(name, scope):
     assert lockstep(scenario_for(name, scope)) > 0
 

@@ -52,8 +52,12 @@ from graphcheck.examples import BUILTIN, demo_scenario, late_joiner, shrinking_b
 from graphcheck.lockstep import Lockstep, bindings_of, check_scenario
 from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
 from reference import make_weights
+from _layers import fast_first
 
-#: Every fault and its bug class (spec/bug-classes.md): at least one per class.
+#: Every graph scope in the whole suite; the fast layer checks each fault in the ``step`` scope.
+LAYERED_SCOPES = fast_first(GRAPH_SCOPES, lambda scope: scope == "step")
+
+#: Every fault and its bug class (docs/bug-classes.md): at least one per class.
 REQUIRED = {
     REBIND_OUTPUT_OFFSETS: 1, CAPTURED_TEMPORARY_FREED: 2, STALE_PADDING_ROWS: 3, DRAFT_PADDING_WRITES_KV: 4,
     UNSLICED_GRAPH_OUTPUT: 5, PHANTOM_REQUEST_BUCKET: 6, SLOTS_SIZED_BY_MAX_NUM_SEQS: 7, NAIVE_SEED_FROZEN: 8,
@@ -141,7 +145,7 @@ def test_fault_scenarios_are_builtins() -> None:
 # --------------------------------------------------------------------------- class 1
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_rebind_output_offsets_is_an_address_divergence(cpu, scope: str) -> None:
     """Step 0 (r0's prefill, eager) rebinds the offsets; step 1 replays bucket 1 on the old storage."""
     first, outcome = first_failure(late_joiner(scope), cpu, REBIND_OUTPUT_OFFSETS)
@@ -162,7 +166,7 @@ def test_rebind_output_offsets_then_token_where_the_graph_reads_them(cpu) -> Non
     assert not [d for d in failures if d.kind != "address" and d.step < 4]
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_rebind_output_offsets_on_the_demo(cpu, scope: str) -> None:
     """The demo's first replay (step 1) reports the rebinding, whatever else goes wrong there."""
     outcome = check_scenario(with_scope(demo_scenario(num_steps=4), scope), cpu, faults=[REBIND_OUTPUT_OFFSETS])
@@ -175,7 +179,7 @@ def test_rebind_output_offsets_on_the_demo(cpu, scope: str) -> None:
 
 
 @pytest.mark.parametrize("verify", ["target_match", "greedy"])
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_stale_padding_rows_when_the_batch_shrinks_in_its_bucket(cpu, scope: str, verify: str) -> None:
     """shrinking_batch: r1 leaves at step 5, bucket 4 stays; rows 8..11 still map to r2's KV."""
     first, outcome = first_failure(shrinking_batch(verify, scope, num_steps=7), cpu, STALE_PADDING_ROWS)
@@ -185,7 +189,7 @@ def test_stale_padding_rows_when_the_batch_shrinks_in_its_bucket(cpu, scope: str
     assert graph[5].bucket == graph[4].bucket == 4 and graph[5].num_running < graph[4].num_running
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_stale_padding_rows_on_the_demo(cpu, scope: str) -> None:
     """Demo step 1 replays bucket 2 (8 rows) with 6 real tokens; rows 6..7 keep the prefill's mapping."""
     first, _ = first_failure(with_scope(demo_scenario(num_steps=4), scope), cpu, STALE_PADDING_ROWS)
@@ -195,7 +199,7 @@ def test_stale_padding_rows_on_the_demo(cpu, scope: str) -> None:
 # --------------------------------------------------------------------------- class 8
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_naive_seed_frozen_is_a_seed_divergence(cpu, scope: str) -> None:
     naive = demo_scenario(naive_mode=True, num_steps=3)
     first, outcome = first_failure(with_scope(naive, scope), cpu, NAIVE_SEED_FROZEN)
@@ -211,7 +215,7 @@ def test_naive_seed_frozen_leaves_speculative_mode_alone(cpu) -> None:
 # --------------------------------------------------------------------------- class 14
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_clone_held_per_step_is_a_memory_divergence(cpu, scope: str) -> None:
     """Demo: first replay at step 1 sets the baseline; step 2 is a prefill (eager); step 3 replays again."""
     first, outcome = first_failure(with_scope(demo_scenario(num_steps=5), scope), cpu, CLONE_HELD_PER_STEP)
@@ -239,7 +243,7 @@ def test_memory_bytes_counts_every_tensor_the_engine_holds(cpu) -> None:
 # --------------------------------------------------------------------------- class 2
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_captured_temporary_freed_is_a_freed_static_input(cpu, scope: str) -> None:
     """The block-table copy each capture read died with the capture (reported before step 0); step 1 replays through it."""
     first, outcome = first_failure(joiner(scope), cpu, CAPTURED_TEMPORARY_FREED)
@@ -249,7 +253,7 @@ def test_captured_temporary_freed_is_a_freed_static_input(cpu, scope: str) -> No
     assert tokens and tokens[0].step == 1  # it attends through the capture-time tables (the sink)
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_a_clean_engine_has_no_unnamed_static_input(cpu, scope: str) -> None:
     """bindings_of reports unnamed inputs once dead; the clean engine names every input it captures."""
     config = with_scope(demo_scenario(), scope).config
@@ -264,7 +268,7 @@ def test_a_clean_engine_has_no_unnamed_static_input(cpu, scope: str) -> None:
 # --------------------------------------------------------------------------- class 4
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
     """Step 1 packs r0's drafts into bucket 1's 3 rows; padding rows write r0's draft KV position 0."""
     first, outcome = first_failure(joiner(scope), cpu, DRAFT_PADDING_WRITES_KV)
@@ -277,7 +281,7 @@ def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
 # --------------------------------------------------------------------------- class 5
 
 
-@pytest.mark.parametrize("scope", ["forward", "forward_sampling"])
+@pytest.mark.parametrize("scope", fast_first(["forward", "forward_sampling"]))
 def test_unsliced_graph_output_hands_on_the_padded_rows(cpu, scope: str) -> None:
     """Demo step 1: 6 real tokens in bucket 2 (8 rows); the outputs go on with all 8."""
     first, outcome = first_failure(demo(scope), cpu, UNSLICED_GRAPH_OUTPUT)
@@ -292,7 +296,7 @@ def test_unsliced_graph_output_has_no_slice_in_scope_step(cpu) -> None:
 # --------------------------------------------------------------------------- class 6
 
 
-@pytest.mark.parametrize("scope", ["forward", "step"])
+@pytest.mark.parametrize("scope", fast_first(["step", "forward"]))
 def test_phantom_request_bucket_is_a_shape_divergence(cpu, scope: str) -> None:
     """Step 1: r0 alone (R = 1) must replay bucket 1; the phantom request makes it 2."""
     first, _ = first_failure(joiner(scope), cpu, PHANTOM_REQUEST_BUCKET)
@@ -310,7 +314,7 @@ def test_slots_sized_by_max_num_seqs_is_a_capacity_divergence(cpu) -> None:
     )
 
 
-@pytest.mark.parametrize("scope", ["forward", "step"])
+@pytest.mark.parametrize("scope", fast_first(["step", "forward"]))
 def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, scope: str) -> None:
     """max_num_seqs 2 with bucket 4: 3 slots for a 4-slot capture; the capture itself fails."""
     base = late_joiner(scope, num_steps=2)
@@ -323,7 +327,7 @@ def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, s
 # --------------------------------------------------------------------------- class 9
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_seed_advance_outside_graph_freezes_the_seed_of_replays(cpu, scope: str) -> None:
     first, outcome = first_failure(joiner(scope), cpu, SEED_ADVANCE_OUTSIDE_GRAPH)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
@@ -372,7 +376,7 @@ def test_offsets_cut_short_crashes_a_second_substep(cpu) -> None:
 # --------------------------------------------------------------------------- class 12
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> None:
     """A 12-token prompt spans two KV blocks; graphs captured with the idle value attend over one."""
     first, outcome = first_failure(long_prompt(scope), cpu, HOST_MAX_SEQ_LEN_BAKED)
@@ -385,7 +389,7 @@ def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> No
 # --------------------------------------------------------------------------- class 13
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_draft_substeps_replay_first_repeats_substep_0(cpu, scope: str) -> None:
     first, _ = first_failure(joiner(scope), cpu, DRAFT_SUBSTEPS_REPLAY_FIRST)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
@@ -400,7 +404,7 @@ def test_draft_substeps_replay_first_needs_two_substeps(cpu) -> None:
 # --------------------------------------------------------------------------- class 15
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_warmup_state_leaks_into_the_first_replay(cpu, scope: str) -> None:
     first, outcome = first_failure(joiner(scope), cpu, WARMUP_STATE_LEAKS)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
@@ -422,7 +426,7 @@ def test_warm_replay_puts_the_override_back(cpu) -> None:
 # --------------------------------------------------------------------------- class 16
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
     """Step 1: reasoning_status 1 and a forced accept; eager rejects the draft, the graph takes it."""
     first, outcome = first_failure(reasoning_from_step_1(scope), cpu, REASONING_RULE_SKIPPED_IN_GRAPH)
@@ -435,7 +439,7 @@ def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
 # --------------------------------------------------------------------------- class 17
 
 
-@pytest.mark.parametrize("scope", GRAPH_SCOPES)
+@pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_host_sync_in_capture_fails_the_capture(cpu, scope: str) -> None:
     first, outcome = first_failure(joiner(scope, num_steps=2), cpu, HOST_SYNC_IN_CAPTURE)
     assert (first.kind, first.step, first.tensor) == ("capture", 0, "engine construction")

@@ -20,6 +20,7 @@ import pytest
 from graphcheck import exitcodes
 from graphcheck.cli import main
 from graphcheck.examples import demo_scenario, late_joiner, shrinking_batch
+from _layers import fast_first, slow
 
 pytest.importorskip("torch")
 
@@ -58,7 +59,7 @@ def _cpu_headline(fault: str, tmp: Path) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("backend", sorted(EMULATED))
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("fault", fast_first(sorted(FAULTS), 2))
 def test_fault_is_caught_like_on_cpu(fault: str, backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     if backend == "xpu":
         pytest.importorskip("paddle")
@@ -84,6 +85,7 @@ def test_a_short_fuzz_run_finds_the_fault(backend: str, suite: str, fault: str, 
     assert _first_failure(tmp_path)["kind"] == FAULTS[fault][1]
 
 
+@slow
 @pytest.mark.parametrize("backend", sorted(EMULATED))
 def test_the_clean_engine_passes_every_suite(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`graphcheck run --backend xpu|npu --emulate` as a user types it, every suite, a short budget: exit 0."""

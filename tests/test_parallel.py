@@ -21,6 +21,7 @@ from graphcheck.examples import demo_scenario
 from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec
 from graphcheck.parallel import merge_results, plan_jobs, worker_args
 from graphcheck.records import CheckOutcome
+from _layers import slow
 
 pytest.importorskip("xdist", reason="-j needs pytest-xdist (pip install 'graphcheck[parallel]')")
 
@@ -38,6 +39,7 @@ def _first_failure(run_dir: Path) -> dict:
     return next(o for o in doc["outcomes"] if not o["clean"])["failures"][0]
 
 
+@slow
 def test_j2_finds_the_fault_j1_finds_and_replays_it_from_the_database(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     code_1, run_1 = _run(tmp_path / "j1", "--inject", FAULT, "--database", db)
@@ -62,6 +64,7 @@ def test_j2_finds_the_fault_j1_finds_and_replays_it_from_the_database(tmp_path: 
     assert (run_3 / "scenario.json").read_text() == (run_1 / "scenario.json").read_text()
 
 
+@slow
 def test_j2_clean_run_exits_0_with_the_demo_scenarios(tmp_path: Path) -> None:
     code, run_dir = _run(tmp_path, "-j", "2", "--examples", "2", "--steps", "4", "--database", "none")
     assert code == exitcodes.CLEAN

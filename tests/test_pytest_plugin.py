@@ -27,6 +27,7 @@ from graphcheck import pytest_plugin
 from graphcheck.examples import demo_scenario
 from graphcheck.harness import LockstepRunner, ScenarioDiverged, replay_command
 from graphcheck.scenario import Scenario
+from _layers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pytest-project"
@@ -72,6 +73,7 @@ def write_project(root: Path, tests: str) -> Path:
 # The example project, run as a separate project
 # ---------------------------------------------------------------------------
 
+@slow
 def test_example_project_passes_and_its_injected_fault_demo_fails(project: Path) -> None:
     run = run_pytest(project, "-p", PLUGIN, "--graphcheck-backend", "cpu", "--graphcheck-profile", "ci",
                      "-v", *(f"tests/{f.name}" for f in sorted((project / "tests").glob("test_*.py"))),
@@ -172,7 +174,7 @@ def test_profiles_match_the_test_suite_and_leave_its_own_alone() -> None:
     for name, profile in theirs.items():
         ours = settings.get_profile(pytest_plugin.profile_name(name))
         assert settings.get_profile(name) is profile, "graphcheck's profiles must not replace the project's"
-        for field in ("max_examples", "deadline", "suppress_health_check", "print_blob"):
+        for field in ("max_examples", "deadline", "suppress_health_check", "print_blob", "derandomize", "database"):
             assert getattr(ours, field) == getattr(profile, field), (name, field)
         assert Phase.explain not in ours.phases and Phase.shrink in ours.phases
     assert pytest_plugin.profile_name("mine") == "mine"
@@ -217,3 +219,34 @@ def test_replay_hints_follow_the_backend_and_the_engine() -> None:
     assert "replays the built-in engine" in failure_report(outcome, resolve("cpu"), Mine)
     assert "replays the built-in engine" not in failure_report(outcome, resolve("cpu"), Engine)
     assert repr(LockstepRunner(resolve("cpu"), Mine)).startswith("LockstepRunner(cpu, ")
+
+
+_PROFILE_DUMP = """
+import json, os
+from hypothesis import settings
+from graphcheck import pytest_plugin
+for name in pytest_plugin.PROFILE_EXAMPLES:
+    settings.register_profile(name, **pytest_plugin.profile_settings(name))
+settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+pytest_plugin.register_profiles()
+fields = ("max_examples", "deadline", "print_blob", "derandomize", "database")
+print(json.dumps({name: {f: repr(getattr(settings.get_profile(p), f)) for f in fields}
+                  for name in pytest_plugin.PROFILE_EXAMPLES
+                  for p in (name, pytest_plugin.profile_name(name))}, sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("loaded", ["ci", "dev"])
+def test_profiles_are_the_same_with_ci_set_or_unset(loaded: str) -> None:
+    """Hypothesis changes its defaults on CI machines; graphcheck's profiles must not follow."""
+    import json
+
+    dumps = []
+    for ci in (None, "true"):
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS", "TF_BUILD")}
+        env["HYPOTHESIS_PROFILE"] = loaded
+        if ci:
+            env["CI"] = ci
+        out = subprocess.run([sys.executable, "-c", _PROFILE_DUMP], env=env, capture_output=True, text=True, check=True)
+        dumps.append(json.loads(out.stdout))
+    assert dumps[0] == dumps[1]

@@ -15,7 +15,8 @@ import pytest
 import report_samples as samples
 from graphcheck.diff import Divergence
 from graphcheck.records import CheckOutcome
-from graphcheck.report import ReportPaths, RunInfo, default_replay_command, write_junit, write_report
+from graphcheck.report import ReportPaths, RunInfo, SuiteRun, default_replay_command, write_junit, write_report
+from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import jsonable
 from graphcheck.scenario import Scenario
 
@@ -37,6 +38,10 @@ class _Page(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+
+
+def table_rows(path: Path, table_id: str) -> list[list[str]]:
+    return samples.table_rows(path.read_text(encoding="utf-8"), table_id)
 
 
 def parse(path: Path) -> _Page:
@@ -263,3 +268,218 @@ def test_run_info_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.seed = 1  # type: ignore[misc]
     assert isinstance(info, RunInfo)
+
+
+# -- fuzzed suites ------------------------------------------------------------
+
+def text_of(path: Path) -> str:
+    return "".join(parse(path).text)
+
+
+@pytest.fixture
+def fuzzed_clean(tmp_path: Path) -> ReportPaths:
+    return write(samples.builtin_outcomes(), tmp_path / "fuzzed-clean", suites=samples.clean_suite_runs())
+
+
+@pytest.fixture
+def fuzzed_diverged(tmp_path: Path) -> tuple[ReportPaths, list[CheckOutcome], list[SuiteRun]]:
+    outcomes, suites = samples.fuzzed_divergence()
+    return write(outcomes, tmp_path / "fuzzed-diverged", suites=suites), outcomes, suites
+
+
+def test_clean_fuzzed_run_counts_suites_not_only_scenarios(fuzzed_clean: ReportPaths) -> None:
+    text = text_of(fuzzed_clean.index_html)
+    assert "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" in text
+    assert "4 scenarios clean" not in text
+    assert "agreed on every step of 160 fuzzed examples over 7 suites and of 4 built-in scenarios" in text
+
+
+def test_fuzzing_table_has_one_row_per_suite(fuzzed_clean: ReportPaths) -> None:
+    header, *rows = table_rows(fuzzed_clean.index_html, "fuzz-table")
+    assert header == ["suite", "examples", "steps", "seconds", "verdict", "shrink", "first divergence",
+                      "examples to first failure"]
+    assert [r[0] for r in rows] == [name for name, _, _ in samples.SUITE_FIGURES]
+    assert rows[0] == ["addresses", "20", "150", "1.50", "clean", "—", "—", "—"]
+    assert rows[-1][:3] == ["lifecycle", "30", "220"]
+
+
+def test_fuzzing_table_shows_the_divergence_and_links_its_scenario(fuzzed_diverged) -> None:
+    paths, outcomes, suites = fuzzed_diverged
+    html = paths.index_html.read_text(encoding="utf-8")
+    rows = {r[0]: r for r in table_rows(paths.index_html, "fuzz-table")[1:]}
+    assert rows["padding"] == ["padding", "37", "260", "2.50", "divergence", "shrunk", outcomes[0].first.headline(), "3"]
+    assert '<a href="#outcome-0">padding</a>' in html
+    text = text_of(paths.index_html)
+    assert "7 suites fuzzed (1 diverged): 177 examples, 1,324 steps; 4 built-in scenarios checked" in text
+    assert "DIVERGENCE" in text and "First divergence" in text
+
+
+def test_fuzzing_table_names_every_shrink_state(tmp_path: Path) -> None:
+    out = named(samples.diverged_outcome(), "memory/unshrunk: device lost")
+    head = out.first.headline()
+    suites = [
+        SuiteRun("addresses", 8, 50, 0.5, True),
+        SuiteRun("padding", 9, 60, 0.5, False, "interrupted", head, 2, None),
+        SuiteRun("memory", 4, 30, 0.5, False, "unshrunk: device lost", head, 4, "memory/unshrunk: device lost"),
+    ]
+    paths = write([out], tmp_path / "states", suites=suites)
+    shrink = [r[5] for r in table_rows(paths.index_html, "fuzz-table")[1:]]
+    assert shrink == ["—", "interrupted", "unshrunk: device lost"]
+    text = text_of(paths.index_html)
+    assert "smallest seen so far" in text and "poisoned the device" in text
+
+
+def test_file_list_names_fuzz_json_and_summary_md(tmp_path: Path, fuzzed_clean: ReportPaths) -> None:
+    files = lambda paths: [r for r in re.findall(r'<a href="([^"#]+)">', paths.index_html.read_text())]
+    assert files(fuzzed_clean) == ["fuzz.json", "index.html", "divergences.json", "scenario.json", "junit.xml", "fuzz.json"]
+    plain = write([samples.clean_outcome()], tmp_path / "plain")
+    assert "fuzz.json" not in files(plain) and "summary.md" not in files(plain)
+    (tmp_path / "plain" / "summary.md").write_text("# summary\n")
+    (tmp_path / "plain" / "fuzz.json").write_text("{}\n")
+    again = write([samples.clean_outcome()], tmp_path / "plain")
+    assert files(again)[-2:] == ["fuzz.json", "summary.md"]
+    later = write([samples.clean_outcome()], tmp_path / "later", extra_files=["summary.md"])
+    assert files(later)[-1] == "summary.md"
+
+
+def test_without_suites_the_page_is_as_before(clean_report: ReportPaths) -> None:
+    html = clean_report.index_html.read_text(encoding="utf-8")
+    assert 'id="fuzzing"' not in html and "suites fuzzed" not in html
+    assert "1 scenario clean" in text_of(clean_report.index_html)
+
+
+def test_junit_one_testcase_per_suite_and_per_other_outcome(fuzzed_diverged) -> None:
+    paths, outcomes, suites = fuzzed_diverged
+    root = ET.parse(paths.junit_xml).getroot()
+    cases = root.findall("testcase")
+    assert root.get("tests") == str(len(cases)) == str(7 + 4)
+    assert root.get("failures") == "1"
+    suite_cases = [c for c in cases if c.get("classname") == "graphcheck.cpu.suites"]
+    assert [c.get("name") for c in suite_cases] == [s.suite for s in suites]
+    assert [c.get("name") for c in cases if c.get("classname") == "graphcheck.cpu"] == [
+        f"builtin/demo-{m}" for m in samples.BUILTIN_MODES]
+    assert "padding/shrunk" not in [c.get("name") for c in cases]  # reported once, as the suite's failure
+    padding = next(c for c in suite_cases if c.get("name") == "padding")
+    assert padding.get("time") == "2.500"
+    [failure] = padding.findall("failure")
+    assert failure.get("message") == outcomes[0].first.headline() and failure.get("type") == "address"
+    assert samples.XSS in failure.text and "shrunk" in failure.text
+    props = {p.get("name"): p.get("value") for p in padding.findall("properties/property")}
+    assert props == {"examples": "37", "steps": "260", "first_failure_at": "3", "shrink": "shrunk",
+                     "scenario": "padding/shrunk"}
+    assert "37 examples, 260 steps" in padding.find("system-out").text
+    assert all(not c.findall("failure") for c in cases if c is not padding)
+
+
+def test_junit_clean_fuzzed_run_counts_every_suite(fuzzed_clean: ReportPaths) -> None:
+    root = ET.parse(fuzzed_clean.junit_xml).getroot()
+    assert root.get("tests") == "11" and root.get("failures") == "0"
+
+
+def test_write_junit_alone_takes_suites(tmp_path: Path) -> None:
+    outcomes, suites = samples.fuzzed_divergence()
+    path = write_junit(outcomes, tmp_path / "ci" / "junit.xml", samples.run_info(), suites=suites)
+    root = ET.parse(path).getroot()
+    assert root.get("tests") == "11" and root.get("failures") == "1"
+
+
+def test_junit_suite_whose_scenario_is_not_reported_still_fails(tmp_path: Path) -> None:
+    """-j N: two seeds of padding diverged; only the smaller scenario is an outcome."""
+    outcomes, suites = samples.fuzzed_divergence()
+    other = dataclasses.replace(suites[1], suite="padding seed 2", scenario_name=None, first="token at step 5")
+    suites = [suites[1], other]
+    root = ET.parse(write(outcomes, tmp_path / "j", suites=suites).junit_xml).getroot()
+    assert root.get("tests") == "6" and root.get("failures") == "2"
+    [failure] = root.findall("testcase[@name='padding seed 2']/failure")
+    assert failure.get("message") == "token at step 5" and "not in this report" in failure.text
+
+
+def test_divergences_json_lists_the_suites(fuzzed_diverged) -> None:
+    paths, outcomes, suites = fuzzed_diverged
+    doc = json.loads(paths.divergences_json.read_text(encoding="utf-8"))
+    assert doc["verdict"] == "divergence" and len(doc["outcomes"]) == 5
+    assert [s["suite"] for s in doc["suites"]] == [s.suite for s in suites]
+    padding = doc["suites"][1]
+    assert padding == {"suite": "padding", "examples": 37, "steps": 260, "elapsed_s": 2.5, "clean": False,
+                       "shrink": "shrunk", "first": outcomes[0].first.headline(), "first_failure_at": 3,
+                       "scenario_name": "padding/shrunk", "outcome": 0}
+    assert doc["suites"][0]["outcome"] is None
+    plain = json.loads(write([samples.clean_outcome()], paths.index_html.parent.parent / "plain").divergences_json.read_text())
+    assert plain["suites"] == []
+
+
+# -- text no encoding can carry ----------------------------------------------
+
+def hostile_outcome() -> CheckOutcome:
+    """A scenario named by a lone surrogate, a request id with Rich markup and a GitHub workflow command."""
+    out = samples.diverged_outcome()
+    rid = "r0[/x]\n::error::x"
+    scenario = out.scenario
+    requests = tuple(dataclasses.replace(r, request_id=rid) if r.request_id == "r0" else r for r in scenario.requests)
+    accepts = tuple(dataclasses.replace(a, request_id=rid) if a.request_id == "r0" else a for a in scenario.accepts)
+    out = samples.outcome_for(dataclasses.replace(scenario, name="\ud800", requests=requests, accepts=accepts),
+                              faults=out.faults)
+    out.divergences = [
+        Divergence("token", 3, "accept_tokens", "eager vs graph", (1, 2), (63,), rid, 0, detail="\udcff bad bytes"),
+        Divergence("crash", 4, "engine.step", "eager vs graph", "ok", "RuntimeError", detail="\ud800\n::error::x"),
+    ]
+    return out
+
+
+@pytest.mark.parametrize("fuzzed", [False, True], ids=["outcome", "suite"])
+def test_unencodable_text_still_gives_every_file(tmp_path: Path, fuzzed: bool) -> None:
+    out = hostile_outcome()
+    suites = [SuiteRun("\ud800", 1, 4, 0.1, False, "shrunk", "\ud800 headline", 1, "\ud800")] if fuzzed else []
+    paths = write([out], tmp_path / "hostile", **({"suites": suites} if fuzzed else {}))
+    for path in (paths.index_html, paths.divergences_json, paths.scenario_json, paths.junit_xml):
+        assert path.stat().st_size > 0, path.name
+        path.read_bytes().decode("utf-8")  # strict: valid UTF-8
+    page = parse(paths.index_html)
+    text = "".join(page.text)
+    assert "\\ud800" in text and "r0[/x]" in text and "DIVERGENCE" in text
+    assert page.tags[:3] == ["html", "head", "meta"] and "footer" in page.tags  # the page is whole
+    doc = json.loads(paths.divergences_json.read_text(encoding="utf-8"))
+    assert doc["outcomes"][0]["scenario"] == "\ud800"  # JSON keeps the very string (as an escape)
+    # exactly the scenario (which graphcheck replay may refuse to load: names must be printable)
+    assert json.loads(paths.scenario_json.read_text(encoding="utf-8")) == json.loads(out.scenario.to_json())
+    root = ET.parse(paths.junit_xml).getroot()
+    assert root.get("tests") == "1" and root.find("testcase/failure") is not None
+    assert root.find("testcase").get("name") == "\\ud800"
+
+
+def test_report_files_are_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = write([samples.clean_outcome()], tmp_path / "atomic")
+    before = {p: p.read_bytes() for p in tmp_path.joinpath("atomic").iterdir()}
+
+    def fail(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.fsync", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write([samples.diverged_outcome()], tmp_path / "atomic")
+    assert {p: p.read_bytes() for p in tmp_path.joinpath("atomic").iterdir()} == before  # no half file, no temp left
+    monkeypatch.undo()
+    write_atomic(paths.index_html, "\ud800 ok")
+    assert paths.index_html.read_bytes() == b"\\ud800 ok"
+
+
+def test_write_atomic_overwrites_in_place_where_the_folder_refuses_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    target = tmp_path / "junit.xml"
+    target.write_text("old")
+    real_open = os.open
+
+    def no_new_files(path: object, flags: int, *args: object) -> int:
+        if flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_new_files)
+    write_atomic(target, "new")
+    assert target.read_text() == "new"
+    with pytest.raises(PermissionError):
+        write_atomic(tmp_path / "absent.xml", "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junit.xml"]

@@ -1,4 +1,4 @@
-"""The MTP engine: step pipeline and graph policy (DESIGN.md "The engine", mtp-ops §7).
+"""The MTP engine: step pipeline and graph policy (decoding-semantics §7).
 
 One step: host planning (admission, reasoning status, accept overrides, KV
 blocks) -> pack -> target forward -> sampling params + seed advance -> verify ->

@@ -6,7 +6,7 @@ fake engine: the engine receives a set of names at construction
 path that the bug lived on asks ``fault_on(engine.faults, NAME)`` through the
 constants below. With no fault on, every switch takes the correct branch.
 
-Each :class:`Fault` names its bug class (the number in ``spec/bug-classes.md``),
+Each :class:`Fault` names its bug class (the number in ``docs/bug-classes.md``),
 the real case it mirrors and the divergence graphcheck must report first.
 ``FAULTS`` is the registry ``graphcheck faults`` lists.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
 
-#: Bug classes are numbered 1..NUM_BUG_CLASSES in spec/bug-classes.md.
+#: Bug classes are numbered 1..NUM_BUG_CLASSES in docs/bug-classes.md.
 NUM_BUG_CLASSES = 17
 
 # Fault names: the code paths test these constants, never string literals.

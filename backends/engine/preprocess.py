@@ -1,4 +1,4 @@
-"""Packing kernels (mtp-ops §2 ``speculate_pre_process``, §5.1-5.3 draft packing).
+"""Packing kernels (decoding-semantics §2 ``speculate_pre_process``, §5.1-5.3 draft packing).
 
 A step's inputs are packed without padding between requests: slot ``b`` owns the
 token rows ``[cu[b], cu[b+1])``. ``num_slots`` (G) and ``num_tokens`` (T) are the

@@ -1,6 +1,6 @@
 """Sampling-parameter expansion and the samplers, batched over output rows.
 
-``build_sampling_params`` is mtp-ops §6.1 with README §3: output row j of a
+``build_sampling_params`` is decoding-semantics §6.1 with README §3: output row j of a
 slot uses ``add_mod(infer_seed, 4j)``; the slot's ``infer_seed`` is advanced IN
 PLACE by the config's increment (4(k+1), NAIVE 4) for every running slot of
 [0, G). The samplers follow README §4: probabilities in float64 from

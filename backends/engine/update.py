@@ -1,6 +1,6 @@
 """Status update and the draft proposer's bookkeeping, batched over slots.
 
-* ``update_model_status``: mtp-ops §4.1 (re-scan eos / max_dec_len, step_idx,
+* ``update_model_status``: decoding-semantics §4.1 (re-scan eos / max_dec_len, step_idx,
   lengths, stop flags, token history, next input token) with NAIVE's §4.3
   ``seq_lens_this_time`` rule folded in.
 * ``draft_preprocess`` / ``draft_update`` / ``draft_postprocess``: §5.1, §5.4,
@@ -55,7 +55,7 @@ def update_model_status(xp, buf, num_slots: int, naive: bool) -> None:
 
 @kernel
 def draft_preprocess(xp, buf, num_slots: int, num_model_steps: int) -> None:
-    """Decide who drafts and set up substep 0 (README §5.5, mtp-ops §5.1).
+    """Decide who drafts and set up substep 0 (README §5.5, decoding-semantics §5.1).
 
     For each slot that ran (``seq_lens_this_time > 0``): clear its drafts; it
     skips when it stopped or ``step_idx + S >= max_dec_len``. Otherwise
@@ -92,7 +92,7 @@ def draft_update(xp, buf, last_hidden, proposals, num_slots: int, substep: int) 
 
 @kernel
 def draft_postprocess(xp, buf, num_slots: int, num_model_steps: int) -> None:
-    """Next step's target token count per slot (mtp-ops §5.5): 1 + drafts, 0 when stopped."""
+    """Next step's target token count per slot (decoding-semantics §5.5): 1 + drafts, 0 when stopped."""
     G = num_slots
     rows = slice(0, G)
     ran = xp.gt(buf.seq_lens_this_time[:G], 0)

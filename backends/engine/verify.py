@@ -1,4 +1,4 @@
-"""Draft verification (mtp-ops §3.2 with the README §5.3 choices), batched over slots.
+"""Draft verification (decoding-semantics §3.2 with the README §5.3 choices), batched over slots.
 
 For slot b with n input tokens, drafts ``d_1..d_{n-1}`` sit in
 ``draft_tokens[b, 1:n]`` and target rows ``cu_out[b] + i``. Phase 1 accepts the

@@ -1,6 +1,6 @@
 """torch_npu ``NPUGraph`` (ACL graphs on Ascend) behind the :class:`GraphRunner` interface.
 
-torch_npu's graph API mirrors torch.cuda's (spec/graph-apis.md §2), so capture
+torch_npu's graph API mirrors torch.cuda's (see docs/bug-classes.md for the traps), so capture
 follows :mod:`backends.graphs.cuda`: warm the region up on a side stream with
 snapshots (:mod:`backends.graphs.warmup`), capture it on that stream inside
 ``torch.npu.graph(graph, pool=...)`` with a kernel observer that records the

@@ -1,7 +1,7 @@
 """Paddle's CUDAGraph on a Kunlun XPU place behind the :class:`GraphRunner` interface.
 
 On a Paddle-XPU build, ``paddle.device.cuda.graphs.CUDAGraph(place=paddle.XPUPlace(i))``
-captures XPU graphs (spec/graph-apis.md §3): ``capture_begin()``, the region,
+captures XPU graphs (docs/bug-classes.md covers the traps): ``capture_begin()``, the region,
 ``capture_end()``, then ``replay()``; ``reset()`` frees the graph. The recipe follows
 FastDeploy's XPU capture loop and :mod:`backends.graphs.cuda`:
 

@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 from graphcheck.github.model import CiContext, FinishedRun, SuiteLine, suite_lines
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, render_summary, utf8
-from graphcheck.github.workflow import Annotation, escape_data, escape_property, repo_relative, source_location
+from graphcheck.github.workflow import Annotation, commands_stopped, escape_data, escape_property, repo_relative, source_location
 
 #: ``::error`` annotations per run; GitHub shows at most 10 error annotations per step.
 TOP_ANNOTATIONS = 10
@@ -119,6 +119,7 @@ __all__ = [
     "TOP_ANNOTATIONS",
     "annotations",
     "append_summary",
+    "commands_stopped",
     "enabled",
     "escape_data",
     "escape_property",

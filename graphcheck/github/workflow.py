@@ -11,8 +11,12 @@ split a command nor start a new one.
 from __future__ import annotations
 
 import re
+import secrets
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from graphcheck.report.fmt import clip
 
@@ -79,3 +83,28 @@ def source_location(traceback_text: str, workspace: Path) -> tuple[str, int] | N
             continue
         return relative.as_posix(), int(line)
     return None
+
+
+@contextmanager
+def commands_stopped(enabled: bool, write: Callable[[str], object] | None = None) -> Iterator[None]:
+    """While inside, the runner executes no workflow command, whatever is printed.
+
+    Prints ``::stop-commands::TOKEN`` on entry and ``::TOKEN::`` on exit, with a
+    fresh random token, so text graphcheck does not control (an engine's own
+    prints, a library's warning) cannot inject a command while the run goes on.
+    graphcheck's annotations are printed after the block. Does nothing unless
+    ``enabled``.
+    """
+    if not enabled:
+        yield
+        return
+    out = write or sys.stdout.write
+    token = f"graphcheck-{secrets.token_hex(16)}"
+    sys.stdout.flush()
+    out(f"::stop-commands::{token}\n")
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        out(f"::{token}::\n")
+        sys.stdout.flush()

@@ -19,6 +19,7 @@ from typing import Any
 
 from graphcheck.baseline import BaselineResult
 from graphcheck.catalog import CLEAN_LABEL, CatalogResult, FaultResult
+from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import divergence_dict, jsonable
 from graphcheck.report.model import replay_command_line
 from graphcheck.timed_search import SearchResult
@@ -108,7 +109,7 @@ def _write_scenarios(result: CatalogResult, folder: Path) -> None:
     searches = [(f.fault, f.search) for f in result.faults] + [("", result.clean.search)]
     for name, search in searches:
         if search.shrunk is not None:
-            (folder.parent / scenario_file(name)).write_text(search.shrunk.scenario.to_json(), encoding="utf-8")
+            write_atomic(folder.parent / scenario_file(name), search.shrunk.scenario.to_json())
 
 
 def write_catalog(result: CatalogResult, out_dir: Path, info: CatalogInfo) -> CatalogPaths:
@@ -118,10 +119,10 @@ def write_catalog(result: CatalogResult, out_dir: Path, info: CatalogInfo) -> Ca
     paths = CatalogPaths(out_dir / "index.html", out_dir / "catalog.json", out_dir / SCENARIO_DIR)
     _write_scenarios(result, paths.scenario_dir)
     text = json.dumps(catalog_document(result, info), indent=2, allow_nan=False)
-    paths.catalog_json.write_text(text + "\n", encoding="utf-8")
+    write_atomic(paths.catalog_json, text + "\n")
     from graphcheck.report.catalog_html import render_catalog  # jinja2 only where HTML is wanted
 
-    paths.index_html.write_text(render_catalog(result, info, out_dir), encoding="utf-8")
+    write_atomic(paths.index_html, render_catalog(result, info, out_dir))
     return paths
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -12,7 +13,8 @@ import jinja2
 from graphcheck.records import CheckOutcome
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
-from graphcheck.report.model import RunInfo
+from graphcheck.report.files import write_atomic
+from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 from graphcheck.report.views import (
     OutcomeView,
     accept_rows,
@@ -24,6 +26,47 @@ from graphcheck.report.views import (
 )
 
 TEMPLATE = "index.html.j2"
+
+#: The files of a run's folder, in the order the page lists them.
+REPORT_FILES = ("index.html", "divergences.json", "scenario.json", "junit.xml")
+
+#: ``SuiteRun.shrink`` -> the pill's css class.
+SHRINK_CSS = {"-": "", "shrunk": "ok", "unshrunk: device lost": "bad", "interrupted": "amb"}
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    """One fuzzed suite, formatted for the Fuzzing table."""
+
+    suite: str
+    examples: int
+    steps: int
+    seconds: str
+    clean: bool
+    shrink: str  # "—" for "-"
+    shrink_css: str
+    shrink_note: str
+    first: str
+    first_failure_at: str
+    scenario: str
+    anchor: str  # the outcome section this suite's divergence is shown in, "" when none
+
+
+def suite_row(run: SuiteRun, index: int | None) -> SuiteRow:
+    return SuiteRow(
+        suite=run.suite,
+        examples=run.examples,
+        steps=run.steps,
+        seconds=f"{run.elapsed_s:.2f}",
+        clean=run.clean,
+        shrink="—" if run.shrink == "-" else run.shrink,
+        shrink_css=SHRINK_CSS.get(run.shrink, "amb"),
+        shrink_note=SHRINK_STATES.get(run.shrink, ""),
+        first=run.first or "—",
+        first_failure_at="—" if run.first_failure_at is None else f"{run.first_failure_at:,}",
+        scenario=run.scenario_name or "",
+        anchor="" if index is None else f"outcome-{index}",
+    )
 
 
 @dataclass(frozen=True)
@@ -40,6 +83,25 @@ class RunView:
     failure_count: int
     ambiguous_count: int
     outcomes: list[OutcomeView]
+    suites: list[SuiteRow] = dataclasses.field(default_factory=list)
+    other_outcomes: int = 0  # outcomes no fuzzed suite found: the built-in demo scenarios
+    files: list[str] = dataclasses.field(default_factory=lambda: list(REPORT_FILES))
+
+    @property
+    def fuzz_counts(self) -> str:
+        """"7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
+        if not self.suites:
+            return ""
+        n = len(self.suites)
+        diverged = sum(not s.clean for s in self.suites)
+        text = f"{n} suite{'' if n == 1 else 's'} fuzzed"
+        if diverged:
+            text += f" ({diverged} diverged)"
+        examples, steps = sum(s.examples for s in self.suites), sum(s.steps for s in self.suites)
+        text += f": {examples:,} example{'' if examples == 1 else 's'}, {steps:,} step{'' if steps == 1 else 's'}"
+        if self.other_outcomes:
+            text += f"; {self.other_outcomes} built-in scenario{'' if self.other_outcomes == 1 else 's'} checked"
+        return text
 
     @property
     def headline(self) -> OutcomeView | None:
@@ -80,21 +142,32 @@ def outcome_view(outcome: CheckOutcome, index: int) -> OutcomeView:
 
 
 def run_view(
-    outcomes: Sequence[CheckOutcome], run_info: RunInfo, command: str, replay: str, scenario_file: str, replay_name: str
+    outcomes: Sequence[CheckOutcome],
+    run_info: RunInfo,
+    command: str,
+    replay: str,
+    scenario_file: str,
+    replay_name: str,
+    suites: Sequence[SuiteRun] = (),
+    files: Sequence[str] = REPORT_FILES,
 ) -> RunView:
     views = [outcome_view(o, i) for i, o in enumerate(outcomes)]
     failing = [v for v in views if not v.clean]
+    pairing = pair_suites(suites, outcomes)
     return RunView(
         info=run_info,
         command=command,
         replay=replay,
         scenario_file=scenario_file,
         replay_name=replay_name,
-        verdict="DIVERGENCE" if failing else "CLEAN",
+        verdict="DIVERGENCE" if failing or not all(s.clean for s in suites) else "CLEAN",
         failing_outcomes=len(failing),
         failure_count=sum(v.failure_count for v in views),
         ambiguous_count=sum(v.ambiguous_count for v in views),
         outcomes=views,
+        suites=[suite_row(run, index) for run, index in pairing.pairs],
+        other_outcomes=len(pairing.rest),
+        files=list(dict.fromkeys(files)),
     )
 
 
@@ -112,6 +185,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["sources"] = sources_of
     env.filters["firstline"] = _first_line
+    env.filters["thousands"] = lambda n: f"{n:,}"
     env.tests["omitted"] = lambda row: isinstance(row, Omitted)
     env.globals["kind_blurb"] = lambda kind: TITLES.get(kind, ("", ""))[1]
     env.globals["plural"] = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")
@@ -132,14 +206,17 @@ def render_html(
     replay: str,
     scenario_file: str,
     replay_name: str = "",
+    suites: Sequence[SuiteRun] = (),
+    files: Sequence[str] = REPORT_FILES,
 ) -> str:
-    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name)
+    """The page; ``suites`` adds the Fuzzing table, ``files`` are the folder's files it lists (and links)."""
+    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files)
     return environment().get_template(TEMPLATE).render(run=view)
 
 
 def write_html(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
+    """Write the page atomically; text UTF-8 cannot carry (lone surrogates) is written escaped."""
+    return write_atomic(path, text)
 
 
-__all__ = ["RunView", "environment", "render_html", "run_view", "write_html"]
+__all__ = ["REPORT_FILES", "RunView", "SuiteRow", "environment", "render_html", "run_view", "suite_row", "write_html"]

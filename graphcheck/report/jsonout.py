@@ -10,7 +10,8 @@ from typing import Any, Sequence
 
 from graphcheck.diff import Divergence
 from graphcheck.records import CheckOutcome
-from graphcheck.report.model import RunInfo
+from graphcheck.report.files import write_atomic
+from graphcheck.report.model import RunInfo, SuiteRun, pair_suites
 from graphcheck.scenario import Scenario
 
 FORMAT_VERSION = 1
@@ -63,23 +64,33 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
     }
 
 
-def divergences_document(outcomes: Sequence[CheckOutcome], run_info: RunInfo) -> dict[str, Any]:
-    clean = all(o.clean for o in outcomes)
+def suite_dict(run: SuiteRun, outcome_index: int | None) -> dict[str, Any]:
+    """One fuzzed suite, every SuiteRun field, plus ``outcome``: the index in ``outcomes`` of what it found."""
+    data = jsonable(run)
+    data["outcome"] = outcome_index
+    return data
+
+
+def divergences_document(
+    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()
+) -> dict[str, Any]:
+    clean = all(o.clean for o in outcomes) and all(s.clean for s in suites)
     return {
         "format": FORMAT_VERSION,
         "run": jsonable(run_info),
         "verdict": "clean" if clean else "divergence",
         "outcomes": [outcome_dict(o) for o in outcomes],
+        "suites": [suite_dict(run, index) for run, index in pair_suites(suites, outcomes).pairs],
     }
 
 
-def write_divergences(outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo) -> Path:
-    text = json.dumps(divergences_document(outcomes, run_info), indent=2, allow_nan=False)
-    path.write_text(text + "\n", encoding="utf-8")
-    return path
+def write_divergences(
+    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, suites: Sequence[SuiteRun] = ()
+) -> Path:
+    text = json.dumps(divergences_document(outcomes, run_info, suites), indent=2, allow_nan=False)
+    return write_atomic(path, text + "\n")
 
 
 def write_scenario(scenario: Scenario, path: Path) -> Path:
     """Exactly ``Scenario.to_json()``, so ``Scenario.from_json`` loads it back."""
-    path.write_text(scenario.to_json(), encoding="utf-8")
-    return path
+    return write_atomic(path, scenario.to_json())

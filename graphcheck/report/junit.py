@@ -1,4 +1,12 @@
-"""junit.xml: one <testsuite name="graphcheck">, one <testcase> per outcome, a <failure> when it diverged."""
+"""junit.xml: one <testsuite name="graphcheck">: one <testcase> per fuzzed suite, then one per other outcome.
+
+A fuzzed suite's testcase (classname ``graphcheck.<backend>.suites``, named after
+the suite) carries its examples and steps in ``<properties>`` and
+``<system-out>``, and a ``<failure>`` with the shrunk scenario's divergences when
+its search found one; that scenario's outcome is not listed again. Every other
+outcome (the built-in demo scenarios, a replayed file) is a testcase of its own
+(classname ``graphcheck.<backend>``), with a ``<failure>`` when it diverged.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,12 @@ from pathlib import Path
 from typing import Sequence
 
 from graphcheck.records import CheckOutcome
-from graphcheck.report.model import RunInfo
+from graphcheck.report.files import safe_text, write_atomic
+from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 
-#: Characters XML 1.0 does not allow, even escaped (C0 controls bar tab/newline/CR, surrogates, U+FFFE/F).
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+#: Characters XML 1.0 does not allow, even escaped (C0 controls bar tab/newline/CR, U+FFFE/F);
+#: surrogates, which it does not allow either, are written as ``\\udXXX`` first (files.safe_text).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 #: The failure body lists at most this many divergences.
 MAX_LISTED = 200
@@ -20,7 +30,7 @@ MAX_LISTED = 200
 
 def xml_text(text: str) -> str:
     """``text`` without the characters XML cannot carry (ElementTree escapes the rest)."""
-    return _NOT_XML.sub("\ufffd", text)
+    return _NOT_XML.sub("\ufffd", safe_text(str(text)))
 
 
 def case_name(outcome: CheckOutcome, index: int) -> str:
@@ -44,7 +54,7 @@ def _testcase(suite: ET.Element, outcome: CheckOutcome, index: int) -> None:
     case = ET.SubElement(
         suite,
         "testcase",
-        classname=f"graphcheck.{outcome.backend}",
+        classname=xml_text(f"graphcheck.{outcome.backend}"),
         name=xml_text(case_name(outcome, index)),
         time=f"{outcome.elapsed_s:.3f}",
     )
@@ -55,6 +65,61 @@ def _testcase(suite: ET.Element, outcome: CheckOutcome, index: int) -> None:
     elif outcome.ambiguous:
         out = ET.SubElement(case, "system-out")
         out.text = xml_text(failure_text(outcome))
+
+
+def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None, run_info: RunInfo) -> bool:
+    """One fuzzed suite's testcase; returns whether it failed."""
+    case = ET.SubElement(
+        parent,
+        "testcase",
+        classname=xml_text(f"graphcheck.{run_info.backend}.suites"),
+        name=xml_text(run.suite),
+        time=f"{run.elapsed_s:.3f}",
+    )
+    props = ET.SubElement(case, "properties")
+    values = {
+        "examples": str(run.examples),
+        "steps": str(run.steps),
+        "first_failure_at": "" if run.first_failure_at is None else str(run.first_failure_at),
+        "shrink": run.shrink,
+        "scenario": run.scenario_name or "",
+    }
+    for name, value in values.items():
+        ET.SubElement(props, "property", name=name, value=xml_text(value))
+    first = outcome.first if outcome is not None else None
+    failed = first is not None or not run.clean
+    if outcome is not None and first is not None:
+        failure = ET.SubElement(case, "failure", message=xml_text(first.headline()), type=first.kind)
+        failure.text = xml_text(f"{_shrink_line(run)}\n\n{failure_text(outcome)}")
+    elif not run.clean:
+        failure = ET.SubElement(case, "failure", message=xml_text(run.first or "divergence"), type="divergence")
+        why = ("It did not diverge when checked again." if outcome is not None else
+               "It is not in this report (a smaller one of the same suite is, or the search kept none).")
+        failure.text = xml_text(f"{_shrink_line(run)}\n{why}")
+    text = suite_summary(run)
+    if outcome is not None and first is None and outcome.ambiguous:
+        text += "\n\n" + failure_text(outcome)
+    out = ET.SubElement(case, "system-out")
+    out.text = xml_text(text)
+    return failed
+
+
+def _shrink_line(run: SuiteRun) -> str:
+    scenario = f"scenario {run.scenario_name}" if run.scenario_name else "the scenario"
+    return f"{scenario}: {run.shrink} ({SHRINK_STATES.get(run.shrink, run.shrink)})"
+
+
+def suite_summary(run: SuiteRun) -> str:
+    """One line about a fuzzed suite: examples, steps, seconds, where it first failed and the shrink state."""
+    text = f"suite {run.suite}: {run.examples} examples, {run.steps} steps, {run.elapsed_s:.3f} s, "
+    text += "clean" if run.clean else "divergence"
+    if run.first_failure_at is not None:
+        text += f", first failure at example {run.first_failure_at}"
+    if run.shrink != "-":
+        text += f", {run.shrink}"
+    if run.scenario_name:
+        text += f", scenario {run.scenario_name}"
+    return text
 
 
 def _properties(suite: ET.Element, run_info: RunInfo) -> None:
@@ -73,29 +138,38 @@ def _properties(suite: ET.Element, run_info: RunInfo) -> None:
         ET.SubElement(props, "property", name=name, value=xml_text(value))
 
 
-def junit_tree(outcomes: Sequence[CheckOutcome], run_info: RunInfo) -> ET.ElementTree:
+def junit_tree(
+    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()
+) -> ET.ElementTree:
+    pairing = pair_suites(suites, outcomes)
     suite = ET.Element(
         "testsuite",
         name="graphcheck",
-        tests=str(len(outcomes)),
-        failures=str(sum(not o.clean for o in outcomes)),
+        tests=str(len(pairing.pairs) + len(pairing.rest)),
+        failures="0",
         errors="0",
         skipped="0",
         time=f"{run_info.elapsed_s:.3f}",
-        timestamp=run_info.started_at,
+        timestamp=xml_text(run_info.started_at),
         hostname=xml_text(socket.gethostname()),
     )
     _properties(suite, run_info)
-    for index, outcome in enumerate(outcomes):
-        _testcase(suite, outcome, index)
+    failures = 0
+    for run, index in pairing.pairs:
+        failures += _suite_case(suite, run, None if index is None else outcomes[index], run_info)
+    for index in pairing.rest:
+        _testcase(suite, outcomes[index], index)
+        failures += not outcomes[index].clean
+    suite.set("failures", str(failures))
     return ET.ElementTree(suite)
 
 
-def write_junit(outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo) -> Path:
-    """Write junit.xml for CI (also behind ``graphcheck run --junit FILE``)."""
+def write_junit(
+    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, *, suites: Sequence[SuiteRun] = ()
+) -> Path:
+    """Write junit.xml for CI (also behind ``graphcheck run --junit FILE``), atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tree = junit_tree(outcomes, run_info)
+    tree = junit_tree(outcomes, run_info, suites)
     ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_atomic(path, ET.tostring(tree.getroot(), encoding="utf-8", xml_declaration=True) + b"\n")

@@ -27,6 +27,58 @@ class RunInfo:
     faults: tuple[str, ...] = ()
 
 
+#: ``SuiteRun.shrink``: what became of the divergence a suite's search found.
+SHRINK_STATES: dict[str, str] = {
+    "-": "nothing found, nothing to shrink",
+    "shrunk": "shrunk to a minimal scenario",
+    "unshrunk: device lost": "the engine's failure poisoned the device, so the scenario is reported as found",
+    "interrupted": "Ctrl-C came while shrinking: the scenario is the smallest seen so far",
+}
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """What fuzzing one suite did (``graphcheck.fuzz.FuzzResult``, as the report needs it).
+
+    ``scenario_name`` names the failing outcome (passed to the report among its
+    outcomes) that this search found, when it found one; the report shows that
+    outcome as this suite's result rather than as a scenario of its own.
+    """
+
+    suite: str
+    examples: int  # lockstep runs, shrinking included
+    steps: int  # engine steps over all examples
+    elapsed_s: float
+    clean: bool
+    shrink: str = "-"  # a key of SHRINK_STATES
+    first: str | None = None  # the first divergence's headline
+    first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
+    scenario_name: str | None = None
+
+
+@dataclass(frozen=True)
+class SuitePairing:
+    """Each SuiteRun with the index of its failing outcome (or None), and the outcomes no suite claimed."""
+
+    pairs: list[tuple[SuiteRun, int | None]]
+    rest: list[int]
+
+
+def pair_suites(suites: Sequence[SuiteRun], outcomes: Sequence[CheckOutcome]) -> SuitePairing:
+    """Match every SuiteRun's ``scenario_name`` to the first unclaimed outcome of that scenario name."""
+    claimed: set[int] = set()
+    pairs: list[tuple[SuiteRun, int | None]] = []
+    for run in suites:
+        index = None
+        if run.scenario_name is not None:
+            free = (i for i, o in enumerate(outcomes) if i not in claimed and o.scenario.name == run.scenario_name)
+            index = next(free, None)
+        if index is not None:
+            claimed.add(index)
+        pairs.append((run, index))
+    return SuitePairing(pairs, [i for i in range(len(outcomes)) if i not in claimed])
+
+
 @dataclass(frozen=True)
 class ReportPaths:
     """The files ``write_report`` wrote."""

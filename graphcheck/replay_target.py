@@ -1,0 +1,86 @@
+"""What ``graphcheck replay`` re-runs: a scenario file, or a report folder with the settings it recorded.
+
+``graphcheck replay FILE.json`` runs the scenario with the backend, ``--emulate``
+and ``--inject`` of the command line (default: cpu, no faults).
+``graphcheck replay REPORT_DIR`` runs the folder's ``scenario.json`` with the
+backend, ``--emulate`` and injected faults recorded in its
+``divergences.json``, so it reproduces the run that wrote the report; each
+option given on the command line overrides its recorded value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from graphcheck.cli_errors import UsageError
+
+#: The backend a scenario file is replayed on when the command line names none.
+DEFAULT_BACKEND = "cpu"
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """A scenario file and the settings to replay it with."""
+
+    scenario_path: Path
+    backend: str
+    emulate: bool
+    faults: tuple[str, ...]
+    recorded_in: Path | None = None  # the divergences.json the settings came from, for a report folder
+    overridden: tuple[str, ...] = ()  # options the command line gave over the recorded ones
+
+    def describe(self, backend_description: str, faults: Sequence[str]) -> list[str]:
+        """Lines saying what runs where: the backend, the faults, where the settings came from."""
+        lines = [f"backend {self.backend} ({backend_description})",
+                 f"injected: {', '.join(faults)}" if faults else "no injected faults"]
+        if self.recorded_in is not None:
+            given = f"; {', '.join(self.overridden)} from the command line" if self.overridden else ""
+            lines.append(f"settings recorded in {self.recorded_in}{given}")
+        return lines
+
+
+def replay_target(args: argparse.Namespace) -> ReplayTarget:
+    """The target of ``graphcheck replay`` from its arguments (``file``, ``backend``, ``emulate``, ``inject``)."""
+    source = Path(args.file)
+    if not source.is_dir():
+        return ReplayTarget(source, args.backend or DEFAULT_BACKEND, bool(args.emulate), tuple(args.inject or ()))
+    scenario_path = source / "scenario.json"
+    if not scenario_path.is_file():
+        raise UsageError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
+    recorded_in = source / "divergences.json"
+    run = recorded_run(recorded_in)
+    given = {"--backend": args.backend is not None, "--emulate": args.emulate is not None, "--inject": bool(args.inject)}
+    return ReplayTarget(
+        scenario_path,
+        backend=args.backend if args.backend is not None else run["backend"],
+        emulate=args.emulate if args.emulate is not None else run["emulate"],
+        faults=tuple(args.inject) if args.inject else run["faults"],
+        recorded_in=recorded_in,
+        overridden=tuple(option for option, present in given.items() if present),
+    )
+
+
+def recorded_run(path: Path) -> dict[str, Any]:
+    """``backend``, ``emulate`` and ``faults`` from the ``run`` object of a report's divergences.json."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
+                         "with --backend/--emulate/--inject instead") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise UsageError(f"cannot read the run settings in {path}: {err}") from None
+    run = document.get("run") if isinstance(document, dict) else None
+    if not isinstance(run, dict):
+        raise UsageError(f"{path}: no `run` object with the recorded settings")
+    backend, emulate, faults = run.get("backend"), run.get("emulate", False), run.get("faults", [])
+    if not isinstance(backend, str) or not backend:
+        raise UsageError(f"{path}: run.backend must be a backend name, got {backend!r:.60}")
+    if not isinstance(emulate, bool):
+        raise UsageError(f"{path}: run.emulate must be true or false, got {emulate!r:.60}")
+    if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
+        raise UsageError(f"{path}: run.faults must be a list of fault names, got {faults!r:.60}")
+    return {"backend": backend, "emulate": emulate, "faults": tuple(faults)}

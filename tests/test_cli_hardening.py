@@ -1,0 +1,278 @@
+"""What a new user and a hostile input meet: replay of a report folder, safe console text, output
+paths checked up front, unique report folders, Ctrl-C, progress in CI logs, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+from rich.console import Console
+
+from _fault_scenarios import FAULT_SCENARIOS
+from graphcheck import commands, exitcodes, fuzz
+from graphcheck.cli import main
+from graphcheck.console import plain
+from graphcheck.examples import demo_scenario
+from graphcheck.progress import RunProgress
+from graphcheck.scenario import Scenario
+from graphcheck.suite_registry import Suite
+
+FAULT = "stale-padding-rows"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def failing_scenario() -> Scenario:
+    from backends.engine.faults import STALE_PADDING_ROWS
+
+    assert STALE_PADDING_ROWS == FAULT
+    return FAULT_SCENARIOS[STALE_PADDING_ROWS]()
+
+
+@pytest.fixture
+def one_scenario_suite(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``run`` fuzzes one suite that draws exactly the given scenario (fast, shrinks at once)."""
+
+    def install(scenario: Scenario) -> None:
+        suite = Suite("fixed", "one fixed scenario", lambda: st.just(scenario), (3,))
+        monkeypatch.setattr(commands, "pick_suites", lambda names: [suite])
+
+    return install
+
+
+def run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def run_args(tmp_path: Path, *extra: str) -> list[str]:
+    return ["run", "--report-dir", str(tmp_path / "reports"), "--database", "none", "--quiet", "--steps", "4", *extra]
+
+
+def test_replay_of_a_report_folder_uses_the_recorded_faults(
+    tmp_path: Path, one_scenario_suite: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_scenario_suite(failing_scenario())
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.DIVERGENCE
+    out = capsys.readouterr().out
+    (report,) = run_dirs(tmp_path / "reports")
+    # the console names the replay command, with the run's settings
+    assert f"replay: graphcheck replay {report / 'scenario.json'} --backend cpu --inject {FAULT}" in out
+
+    assert main(["replay", str(report), "--report-dir", str(tmp_path / "replays")]) == exitcodes.DIVERGENCE
+    out = capsys.readouterr().out
+    assert f"injected: {FAULT}" in out and "settings recorded in" in out and "divergence" in out
+    # an option on the command line overrides the recorded value; the scenario is clean without the fault
+    assert main(["replay", str(report / "scenario.json"), "--report-dir", str(tmp_path / "replays")]) == exitcodes.CLEAN
+    capsys.readouterr()
+
+
+def test_replay_of_a_folder_that_is_no_report_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "not-a-report"
+    folder.mkdir()
+    assert main(["replay", str(folder), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    assert "without scenario.json" in capsys.readouterr().err
+    (folder / "scenario.json").write_text(demo_scenario(num_steps=3).to_json())
+    (folder / "divergences.json").write_text(json.dumps({"run": {"backend": 7}}))
+    assert main(["replay", str(folder), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "run.backend" in err and err.count("\n") == 1
+
+
+def test_replay_help_describes_both_forms(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    out = capsys.readouterr().out
+    assert "replay FILE.json" in out and "replay REPORT_DIR" in out and "recorded" in out
+
+
+@pytest.mark.parametrize("name", ["x[/oops]", "[bold]loud[/bold]", "a\n::error::injected", "tab\there\r\x1b[31m"])
+def test_scenario_text_is_neither_markup_nor_a_new_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = demo_scenario(num_steps=3)
+    path = tmp_path / "s.json"
+    path.write_text(Scenario(scenario.config, scenario.requests, scenario.accepts, scenario.num_steps, name).to_json())
+    code = main(["replay", str(path), "--report-dir", str(tmp_path / "r"), "--github"])
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).splitlines()
+    assert not any(line.lstrip().startswith("::error") for line in lines)
+    if any(ch < " " for ch in name):  # control characters: the name is rejected, in one line
+        assert code == exitcodes.USAGE and captured.err.count("\n") == 1 and "name" in captured.err
+    else:
+        assert code == exitcodes.CLEAN
+        assert f"replaying {name} (" in captured.out  # shown as written, not eaten as markup
+
+
+def test_engine_text_is_printed_as_one_visible_line() -> None:
+    from io import StringIO
+
+    out = StringIO()
+    message = "boom [/x]\n::error::x"
+    Console(file=out, force_terminal=False, width=200).print(f"device lost {plain(message)}")
+    assert out.getvalue() == "device lost boom [/x]\\n::error::x\n"
+
+
+def test_github_mode_stops_workflow_commands_while_the_engine_runs(
+    tmp_path: Path, one_scenario_suite: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    one_scenario_suite(failing_scenario())
+    assert main(run_args(tmp_path, "--inject", FAULT, "--github")) == exitcodes.DIVERGENCE
+    lines = capsys.readouterr().out.splitlines()
+    (stop,) = [i for i, line in enumerate(lines) if line.startswith("::stop-commands::")]
+    token = lines[stop].split("::")[2]
+    (resume,) = [i for i, line in enumerate(lines) if line == f"::{token}::"]
+    errors = [i for i, line in enumerate(lines) if line.startswith("::error")]
+    assert stop == 0 and errors and min(errors) > resume  # our annotations come after commands resume
+
+
+def test_an_unwritable_junit_path_fails_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = main(run_args(tmp_path, "--junit", str(blocker / "junit.xml")))
+    assert code == exitcodes.USAGE
+    assert "--junit" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists(), "nothing runs (no report folder) when an output path is bad"
+
+
+def test_an_unwritable_database_fails_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = [a for a in run_args(tmp_path) if a not in ("--database", "none")]
+    assert main([*args, "--database", str(blocker / "db")]) == exitcodes.USAGE
+    assert "--database" in capsys.readouterr().err
+
+
+def test_an_unwritable_default_database_is_a_loud_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GRAPHCHECK_DATABASE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    Path(".hypothesis").write_text("a file where the default database folder would go")
+    spec, db = commands.open_database(None)
+    assert spec.kind == "none" and db is None
+    assert "warning" in capsys.readouterr().err
+
+
+def test_report_folders_are_unique_within_one_second(tmp_path: Path) -> None:
+    claimed = [commands.claim_run_dir(tmp_path)[1] for _ in range(5)]
+    assert len(set(claimed)) == 5 and all(p.is_dir() for p in claimed)
+
+
+def test_two_replays_in_one_second_get_two_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(demo_scenario(num_steps=2).to_json())
+    for _ in range(2):
+        assert main(["replay", str(path), "--report-dir", str(tmp_path / "r"), "--quiet"]) == exitcodes.CLEAN
+    assert len(run_dirs(tmp_path / "r")) == 2
+    capsys.readouterr()
+
+
+def test_ctrl_c_while_shrinking_writes_the_report_of_what_was_found(
+    tmp_path: Path, one_scenario_suite: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_scenario_suite(failing_scenario())
+    real = fuzz.check_scenario
+    calls = []
+
+    def interrupted_after_the_first(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fuzz, "check_scenario", interrupted_after_the_first)
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.INTERRUPTED
+    out = capsys.readouterr().out
+    assert "INTERRUPTED" in out
+    (report,) = run_dirs(tmp_path / "reports")
+    assert (report / "index.html").stat().st_size > 0
+    assert Scenario.from_json((report / "scenario.json").read_text()).name == "fixed/interrupted"
+    document = json.loads((report / "divergences.json").read_text())
+    assert document["verdict"] == "divergence"
+    assert json.loads((report / "fuzz.json").read_text())["run"]["interrupted"] is True
+
+
+def test_progress_prints_a_plain_line_every_interval_when_not_a_terminal() -> None:
+    from io import StringIO
+
+    now = [0.0]
+    out = StringIO()
+    console = Console(file=out, force_terminal=False, width=100)
+    progress = RunProgress(console, interval_s=10, clock=lambda: now[0])
+    with progress:
+        progress.start_suite("padding", 8)
+        for second in range(1, 26):
+            now[0] = float(second)
+            progress.search(fuzz.SearchProgress("padding", second, second * 4, 8, second > 12, (2, 3) if second > 12 else None))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines  # at 10 s and 20 s
+    assert "searching: example 10/8" in lines[0]
+    assert "shrinking" in lines[1] and "smallest 2 req x 3 steps" in lines[1]
+
+
+def test_an_unknown_suite_is_rejected_before_any_framework_is_imported() -> None:
+    code = ("import sys; from graphcheck.cli import main; rc = main(['run', '--suite', 'nope']); "
+            "print(rc, 'torch' in sys.modules, 'paddle' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    assert out.stdout.split() == [str(exitcodes.USAGE), "False", "False"], out.stderr
+    assert "unknown suite nope" in out.stderr
+
+
+def test_an_allocation_failure_is_exit_2_never_a_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import reference
+
+    def no_memory(config: Any) -> Any:
+        raise MemoryError("cannot allocate memory for the weights")
+
+    monkeypatch.setattr(reference, "make_weights", no_memory)
+    path = tmp_path / "s.json"
+    path.write_text(demo_scenario(num_steps=2).to_json())
+    assert main(["replay", str(path), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "out of memory" in err and "Not a divergence" in err and err.count("\n") == 1
+
+
+def test_a_scenario_above_the_memory_limit_is_rejected_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "big.json"
+    data = json.loads(demo_scenario(num_steps=2).to_json())
+    data["config"].update(max_num_seqs=256, max_model_len=8192, hidden_size=128)
+    path.write_text(json.dumps(data))
+    assert main(["replay", str(path), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "GRAPHCHECK_MAX_ENGINE_MEMORY" in err and err.count("\n") == 1
+    monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "lots")
+    assert main(["run", "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    assert "GRAPHCHECK_MAX_ENGINE_MEMORY" in capsys.readouterr().err
+
+
+def test_a_clean_run_reports_its_fuzzing_per_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    code = main(run_args(tmp_path, "--suite", "padding", "--suite", "seeds", "--examples", "2",
+                         "--junit", str(tmp_path / "junit.xml")))
+    assert code == exitcodes.CLEAN, capsys.readouterr().out
+    (report,) = run_dirs(tmp_path / "reports")
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    names = [case.get("name") for case in suite.iter("testcase")]
+    assert names[:2] == ["padding", "seeds"] and len(names) == 2 + 4 and suite.get("tests") == "6"
+    html = (report / "index.html").read_text(encoding="utf-8")
+    assert "Fuzzing" in html and 'href="fuzz.json"' in html and "2 suites fuzzed" in html
+    fuzzed = json.loads((report / "divergences.json").read_text())["suites"]
+    assert [s["suite"] for s in fuzzed] == ["padding", "seeds"] and all(s["examples"] >= 2 for s in fuzzed)
+
+
+def test_summary_counts_are_singular_when_one() -> None:
+    from graphcheck.progress import plural
+
+    assert plural(1, "request") == "1 request" and plural(2, "step") == "2 steps" and plural(1200, "x") == "1,200 xs"

@@ -1,0 +1,68 @@
+"""The README's two commands (dev.sh): each installs what it needs, once, and nothing more."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A stand-in for .venv/bin/python and .venv/bin/graphcheck: logs its arguments, does nothing.
+STUB = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$(dirname "$0")/../calls.log"
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """dev.sh and pyproject.toml in a folder whose .venv is made of stubs."""
+    shutil.copy(ROOT / "dev.sh", tmp_path / "dev.sh")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "graphcheck"):
+        (bin_dir / name).write_text(STUB)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    return tmp_path
+
+
+def dev_sh(checkout: Path, *args: str) -> list[str]:
+    """Run ./dev.sh; the commands the stubs saw, one per line."""
+    log = checkout / ".venv" / "calls.log"
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHCHECK_")}
+    subprocess.run(["bash", str(checkout / "dev.sh"), *args], cwd=checkout, env=env, check=True,
+                   capture_output=True, text=True)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def installs(calls: list[str]) -> list[str]:
+    return [c.split(" install -q ", 1)[1] for c in calls if " -m pip install " in c]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="dev.sh is a bash script")
+def test_run_and_test_alternate_without_reinstalling(checkout: Path) -> None:
+    first_run = dev_sh(checkout, "run", "--quiet")
+    assert installs(first_run) == ["torch==2.13.0", "-e ."]  # no test extras, no paddle for `run`
+    assert first_run[-1] == "graphcheck run --quiet"
+    first_test = dev_sh(checkout, "test", "-k", "x")
+    assert installs(first_test) == ["-e .[test]", "paddlepaddle==3.3.1"]
+    assert "-m pytest -n auto --maxprocesses=8 -k x" in first_test[-1]
+    # from here on nothing is installed again, whichever command comes next
+    for command in ("run", "test", "run", "test"):
+        assert installs(dev_sh(checkout, command)) == [], command
+
+
+def test_the_license_is_an_spdx_string() -> None:
+    """setuptools warns three times per install about a `license = { text = ... }` table."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert isinstance(project["project"]["license"], str)
+    requires = project["build-system"]["requires"]
+    assert any(r.replace(" ", "").startswith("setuptools>=77") for r in requires), requires

@@ -1,0 +1,444 @@
+"""The built-in engine's memory estimate, the validation limit, and out-of-memory handling.
+
+``graphcheck.scenario.engine_memory`` is pure arithmetic; these tests build the
+real engine (torch on the CPU, emulated graphs) and run real lockstep
+scenarios, and check that the estimate is never below what is measured and
+never more than 3x above it. Measured: the engines' own ``memory_bytes()``,
+and the peak of every storage torch ops create during a whole lockstep run
+(a dispatch mode; plus the emulator's capture snapshots) plus the reference's
+NumPy arrays at their largest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import weakref
+from typing import Any
+
+import pytest
+
+from _layers import fast_first
+from graphcheck.examples import demo_scenario
+from graphcheck.scenario import (
+    DEFAULT_MAX_ENGINE_BYTES,
+    MAX_ENGINE_MEMORY_ENV,
+    EngineConfig,
+    MemoryEstimate,
+    RequestSpec,
+    Scenario,
+    ScenarioError,
+    engine_memory,
+    engine_memory_limit,
+    estimated_engine_bytes,
+    load_scenario,
+    parse_memory_size,
+    validate,
+)
+
+GiB = 2**30
+
+
+def _scenario(config: EngineConfig, *, prompt_len: int, num_steps: int = 6, name: str = "memory") -> Scenario:
+    """max_num_seqs + 1 requests at step 0 (one queues): a prefill of every slot, then decode steps
+    over all of them (eager where the batch is above every capture size), long enough to replay."""
+    k1 = config.tokens_per_request
+    room = config.max_model_len - k1
+    requests = []
+    for i in range(config.max_num_seqs + 1):
+        n = max(1, min(prompt_len - i, room - 8))
+        prompt = tuple((3 * i + 5 * j + 1) % config.vocab_size for j in range(n))
+        requests.append(RequestSpec(f"m{i}", 0, prompt, max_dec_len=min(room - n, 40), eos_token_ids=(0,), seed=i))
+    return validate(Scenario(config, tuple(requests), (), num_steps, name))
+
+
+CONFIGS = {
+    "small": (EngineConfig(), 12),
+    "medium": (
+        EngineConfig(max_num_seqs=8, num_speculative_tokens=3, num_model_steps=2, capture_sizes=(1, 2, 4, 8),
+                     vocab_size=256, hidden_size=32, block_size=16, max_model_len=256, verify_strategy="topp",
+                     graph_scope="forward_sampling", model_seed=1),
+        40,
+    ),
+    "large-vocab-hidden-len": (
+        EngineConfig(max_num_seqs=3, num_speculative_tokens=2, num_model_steps=2, capture_sizes=(1, 4),
+                     vocab_size=2048, hidden_size=64, block_size=32, max_model_len=512, verify_strategy="greedy",
+                     graph_scope="step", model_seed=2),
+        100,
+    ),
+    "eager-above-buckets": (
+        EngineConfig(max_num_seqs=6, num_speculative_tokens=4, num_model_steps=1, capture_sizes=(1,),
+                     vocab_size=128, hidden_size=16, block_size=4, max_model_len=96, graph_scope="forward",
+                     model_seed=3),
+        20,
+    ),
+    "naive-long-prompts": (
+        EngineConfig(max_num_seqs=2, num_speculative_tokens=1, num_model_steps=1, capture_sizes=(2,),
+                     vocab_size=64, hidden_size=32, block_size=8, max_model_len=384, naive_mode=True,
+                     model_seed=4),
+        300,
+    ),
+}
+
+
+# ---------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------
+
+
+def _tracker_class() -> type:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PeakTracker(TorchDispatchMode):
+        """Live bytes of the storages dispatched ops create (and of registered extras), and their peak."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.refs: dict[int, list[int]] = {}  # storage key -> [live handles, bytes]
+            self.live = 0
+            self.peak = 0
+
+        def hold(self, key: int, nbytes: int, handle: Any) -> None:
+            entry = self.refs.get(key)
+            if entry is None:
+                entry = self.refs[key] = [0, nbytes]
+                self.live += nbytes
+                self.peak = max(self.peak, self.live)
+            entry[0] += 1
+            weakref.finalize(handle, self._drop, key)
+
+        def _drop(self, key: int) -> None:
+            entry = self.refs.get(key)
+            if entry is not None:
+                entry[0] -= 1
+                if entry[0] == 0:
+                    self.live -= entry[1]
+                    del self.refs[key]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            stack = [out]
+            while stack:
+                item = stack.pop()
+                if isinstance(item, (list, tuple)):
+                    stack.extend(item)
+                elif isinstance(item, torch.Tensor):
+                    storage = item.untyped_storage()
+                    self.hold(storage._cdata, storage.nbytes(), item)
+            return out
+
+    return PeakTracker
+
+
+@dataclasses.dataclass
+class Measured:
+    eager: int  # eager engine memory_bytes() once built
+    graph: int  # graph engine memory_bytes() once built and captured
+    runner: int  # what the graph engine's captured graphs hold
+    weights: int  # one engine's weight tensors
+    buffers: int  # one engine's buffers
+    peak: int  # torch peak over the whole lockstep run + the reference's NumPy arrays at their largest
+
+
+def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
+    pytest.importorskip("torch")
+    from backends.devices import resolve
+    from backends.graphs.torch_ops import TorchOps
+    from graphcheck.lockstep import Lockstep
+
+    tracker = _tracker_class()()
+    snapshot = TorchOps.snapshot
+
+    def counted_snapshot(self: Any, t: Any) -> Any:  # the emulator's capture copies (storage clones)
+        storage, saved = snapshot(self, t)
+        tracker.hold(id(saved), saved.nbytes(), saved)
+        return storage, saved
+
+    monkeypatch.setattr(TorchOps, "snapshot", counted_snapshot)
+    gc.collect()
+    with tracker:
+        lockstep = Lockstep(scenario, resolve("cpu"))
+        eager, graph = lockstep.eager, lockstep.graph
+        built = (eager.memory_bytes(), graph.memory_bytes(), graph.runner.memory_bytes() if graph.runner else 0)
+        reference = _numpy_bytes(lockstep.reference)
+        for t in range(scenario.num_steps):
+            assert lockstep.step(t), [d.headline() for d in lockstep.outcome.failures]
+            reference = max(reference, _numpy_bytes(lockstep.reference))
+    nbytes = eager.xp.nbytes
+    return Measured(
+        *built,
+        weights=sum(nbytes(t) for t in eager.weights.named_tensors().values()),
+        buffers=sum(nbytes(t) for t in eager.buffers.named_tensors().values()),
+        peak=tracker.peak + reference,
+    )
+
+
+def _numpy_bytes(root: Any) -> int:
+    """Bytes of the NumPy arrays reachable from ``root``'s attributes and containers (each buffer once)."""
+    import numpy as np
+
+    seen: set[int] = set()
+    arrays: dict[int, int] = {}
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            arrays[id(base)] = base.nbytes
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__") and type(obj).__module__.startswith(("reference", "graphcheck")):
+            stack.extend(vars(obj).values())
+    return sum(arrays.values())
+
+
+# ---------------------------------------------------------------------------
+# The estimate against the real engine
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", fast_first(list(CONFIGS), 1))
+def test_estimate_covers_the_engine_and_is_not_absurdly_above(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, prompt_len = CONFIGS[name]
+    scenario = _scenario(config, prompt_len=prompt_len, name=name)
+    got = _measure(scenario, monkeypatch)
+    est = engine_memory(config, scenario.requests)
+    # The persistent parts are exact arithmetic over the same shapes.
+    assert est.weights == got.weights
+    assert est.buffers == got.buffers
+    pairs = {
+        "eager engine": (got.eager, est.eager_engine),
+        "graph engine": (got.graph, est.graph_engine),
+        "graphs": (got.runner, est.graphs),
+        "lockstep peak": (got.peak, est.total),
+    }
+    for part, (measured, estimated) in pairs.items():
+        assert measured <= estimated, f"{name}: {part} measured {measured} > estimate {estimated}"
+        assert estimated <= 3 * measured, f"{name}: {part} estimate {estimated} > 3 x measured {measured}"
+    # The config alone (no requests) bounds everything but what the prompts add.
+    assert estimated_engine_bytes(config) == engine_memory(config).total <= est.total
+
+
+def test_estimate_grows_with_every_size_knob() -> None:
+    base = EngineConfig()
+    total = estimated_engine_bytes(base)
+    for change in (dict(max_num_seqs=8), dict(max_model_len=256), dict(hidden_size=32), dict(vocab_size=512),
+                   dict(capture_sizes=(1, 2, 4, 8)), dict(num_speculative_tokens=5, num_model_steps=1)):
+        assert estimated_engine_bytes(dataclasses.replace(base, **change)) > total, change
+
+
+def test_reference_npos_matches() -> None:
+    from graphcheck import memory_estimate
+    from reference.weights import NPOS
+
+    assert memory_estimate._NPOS == NPOS
+
+
+def test_the_reported_16_gib_config_is_estimated_far_above_the_limit() -> None:
+    config = EngineConfig(max_num_seqs=256, max_model_len=8192, hidden_size=128)
+    est = engine_memory(config)
+    assert isinstance(est, MemoryEstimate)
+    assert est.eager_engine > 10 * GiB  # KV caches alone: 4 x 2M rows x 128 x 8 bytes
+    assert est.total > 16 * GiB
+
+
+# ---------------------------------------------------------------------------
+# The validation limit
+# ---------------------------------------------------------------------------
+
+
+def _big_config_dict() -> dict:
+    data = json.loads(demo_scenario().to_json())
+    data["config"].update(max_num_seqs=256, max_model_len=8192, hidden_size=128)
+    return data
+
+
+def test_huge_config_is_a_scenario_error_on_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
+    with pytest.raises(ScenarioError) as info:
+        Scenario.from_dict(_big_config_dict())
+    err = info.value
+    assert err.field == "config"
+    text = str(err)
+    assert "4.0 GiB" in text and MAX_ENGINE_MEMORY_ENV in text and "GiB" in text.split("limit")[0]
+    assert text.isascii() and "\n" not in text
+
+
+def test_limit_from_the_environment_and_the_keyword(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    data = _big_config_dict()
+    loaded = Scenario.from_dict(data, max_engine_bytes=2**62)
+    need = engine_memory(loaded.config, loaded.requests).total
+    monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, f"{-(-need // GiB)}G")
+    assert Scenario.from_dict(data).config.max_num_seqs == 256
+    monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, "none")
+    assert Scenario.from_dict(data).config.max_num_seqs == 256
+    monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, "1M")
+    with pytest.raises(ScenarioError, match="config"):
+        Scenario.from_dict(data)
+    assert Scenario.from_dict(data, max_engine_bytes=need).config.max_num_seqs == 256  # the keyword wins
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ScenarioError, match="config"):
+        load_scenario(str(path))
+    assert load_scenario(str(path), max_engine_bytes=need).config.max_num_seqs == 256
+    with pytest.raises(ScenarioError, match="^requests: "):  # the config fits; its requests do not
+        Scenario.from_json(json.dumps(data), max_engine_bytes=need - 1)
+    # Small scenarios pass under a tight limit.
+    monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV)
+    demo = demo_scenario()
+    assert validate(demo, max_engine_bytes=16 * 2**20) == demo
+    with pytest.raises(ScenarioError, match="GRAPHCHECK_MAX_ENGINE_MEMORY=3M "):
+        validate(demo, max_engine_bytes=2**20)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("4294967296", 4 * GiB), ("4G", 4 * GiB), ("4g", 4 * GiB), ("4GiB", 4 * GiB), ("4 GB", 4 * GiB),
+    ("512M", 512 * 2**20), ("64k", 64 * 2**10), ("1T", 2**40), (" 7 ", 7), ("none", None), ("Unlimited", None),
+])
+def test_parse_memory_size(text: str, value: int | None) -> None:
+    assert parse_memory_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "0", "0G", "-1", "4X", "4.5G", "G", "lots", "1" * 40, "4 G B", "\ud800"])
+def test_malformed_limit_is_a_clear_error(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if text:
+        with pytest.raises(ValueError):
+            parse_memory_size(text)
+    monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, text if text != "\ud800" else "\udcff")
+    if not text:  # unset or empty: the default
+        assert engine_memory_limit() == DEFAULT_MAX_ENGINE_BYTES
+        return
+    with pytest.raises(ScenarioError) as info:
+        engine_memory_limit()
+    assert info.value.field == MAX_ENGINE_MEMORY_ENV
+    assert "4G" in str(info.value) and str(info.value).isascii()
+    with pytest.raises(ScenarioError) as info:
+        Scenario.from_json(demo_scenario().to_json())
+    assert info.value.field == MAX_ENGINE_MEMORY_ENV
+
+
+def test_default_limit_and_environment_mapping() -> None:
+    assert DEFAULT_MAX_ENGINE_BYTES == 4 * GiB
+    assert engine_memory_limit({}) == DEFAULT_MAX_ENGINE_BYTES
+    assert engine_memory_limit({MAX_ENGINE_MEMORY_ENV: "2G"}) == 2 * GiB
+
+
+def test_long_prompts_are_a_scenario_error_on_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config fits, but a prefill of four 8000-token prompts gathers [32k, 8192, 128] keys."""
+    monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
+    config = EngineConfig(max_num_seqs=4, max_model_len=8192, hidden_size=128, capture_sizes=(1, 2, 4))
+    assert estimated_engine_bytes(config) < DEFAULT_MAX_ENGINE_BYTES
+    requests = [
+        {"request_id": f"r{i}", "arrival_step": 0, "prompt": [1] * 8000, "max_dec_len": 10, "eos_token_ids": [0]}
+        for i in range(4)
+    ]
+    data = {"config": dataclasses.asdict(config), "requests": requests, "num_steps": 4}
+    with pytest.raises(ScenarioError) as info:
+        Scenario.from_dict(data)
+    assert info.value.field == "requests"
+    data["requests"] = [dict(requests[0], prompt=[1] * 20)]
+    assert Scenario.from_dict(data).requests[0].prompt == (1,) * 20
+
+
+# ---------------------------------------------------------------------------
+# Allocation failures while building or capturing: EngineOutOfMemory, never a divergence
+# ---------------------------------------------------------------------------
+
+
+def _oom_errors() -> list[BaseException]:
+    errors: list[BaseException] = [
+        MemoryError(),
+        RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                     "you tried to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)"),
+        RuntimeError("CUDA error: out of memory"),
+        RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+        MemoryError("(ResourceExhausted) Fail to alloc memory of 35184372088832 size, error code is 12."),
+    ]
+    torch = pytest.importorskip("torch")
+    errors.append(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"))
+    wrapped = RuntimeError("capture failed")
+    wrapped.__cause__ = MemoryError()
+    errors.append(wrapped)
+    return errors
+
+
+@pytest.mark.parametrize("phase", ["eager", "graph"])
+@pytest.mark.parametrize("index", range(7))
+def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: str, index: int) -> None:
+    from backends.devices import resolve
+    from backends.engine import Engine
+    from graphcheck.lockstep import Lockstep
+    from graphcheck.records import EngineOutOfMemory
+
+    error = _oom_errors()[index]
+
+    class Starved(Engine):
+        def __init__(self, config, weights, *, use_graphs=True, **kwargs):
+            if use_graphs == (phase == "graph"):
+                raise error
+            super().__init__(config, weights, use_graphs=use_graphs, **kwargs)
+
+    scenario = demo_scenario()
+    with pytest.raises(EngineOutOfMemory) as info:
+        Lockstep(scenario, resolve("cpu"), engine_factory=Starved)
+    oom = info.value
+    assert isinstance(oom, Exception)
+    assert oom.estimate_bytes == engine_memory(scenario.config, scenario.requests).total
+    assert oom.where == ("graph engine construction and capture" if phase == "graph" else "eager engine construction")
+    assert oom.message == str(oom) and "\n" not in str(oom) and "out of memory" in str(oom)
+    assert oom.__cause__ is error and oom.detail
+
+
+def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
+    from backends.devices import resolve
+    from backends.engine import Engine
+    from graphcheck.lockstep import Lockstep
+
+    class Broken(Engine):
+        def __init__(self, config, weights, *, use_graphs=True, **kwargs):
+            if use_graphs:
+                raise RuntimeError("KV cache exhausted: no free block")
+            super().__init__(config, weights, use_graphs=use_graphs, **kwargs)
+
+    outcome = Lockstep(demo_scenario(), resolve("cpu"), engine_factory=Broken).run()
+    assert outcome.first is not None and outcome.first.kind == "capture"
+
+
+def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config validation would refuse, built anyway: torch cannot allocate it; no divergence."""
+    pytest.importorskip("torch")
+    from backends.devices import resolve
+    from graphcheck.lockstep import check_scenario
+    from graphcheck.records import EngineOutOfMemory
+
+    import backends.engine.buffers as buffers
+
+    real = buffers.allocate_buffers
+
+    def too_big(xp, config, sizes=None):  # the graph engine asks for 2**50 bytes of KV cache
+        sizes = sizes or buffers.BufferSizes.for_config(config)
+        return real(xp, config, dataclasses.replace(sizes, num_blocks=2**44))
+
+    scenario = demo_scenario(num_steps=2)
+    import backends.engine.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "allocate_buffers", too_big)
+    with pytest.raises(EngineOutOfMemory) as info:
+        check_scenario(scenario, resolve("cpu"))
+    assert info.value.where == "eager engine construction"
+    assert info.value.estimate_bytes == engine_memory(scenario.config, scenario.requests).total
+
+
+def test_the_estimate_knows_the_scenario_limits() -> None:
+    from graphcheck import memory_estimate, scenario
+
+    assert memory_estimate.MAX_EOS_IDS == scenario.MAX_EOS_IDS
