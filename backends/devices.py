@@ -6,9 +6,9 @@ emulated graph runner, for machines without the hardware. ``cpu`` is always
 torch on the CPU with the emulated runner. ``xpu`` is PaddlePaddle on a Kunlun
 XPU place with Paddle's CUDAGraph runner, and with ``--emulate`` Paddle on the CPU
 with the emulated runner (``EmulatedRunner(PaddleOps())``). ``npu`` is torch with
-torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``backends.graphs.npu``);
+torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``graphcheck.backends.graphs.npu``);
 with ``--emulate`` it is torch on the CPU with that same runner driving the
-emulated NPU device module (``backends.graphs.npu_emulated``), so the runner's
+emulated NPU device module (``graphcheck.backends.graphs.npu_emulated``), so the runner's
 pool, task groups and update hook run too; reports name it ``npu-emulated``.
 
 User errors (an unknown name, a missing framework or device) raise
@@ -16,7 +16,7 @@ User errors (an unknown name, a missing framework or device) raise
 :class:`BackendError`: their message is the whole story, for the CLI to print
 without a traceback. Frameworks are imported only when a backend needs them
 (paddle only for ``xpu`` and by :func:`available_backends`). torch_npu is
-imported only by ``resolve("npu")`` (through ``backends.graphs.npu.load_npu_binding``)
+imported only by ``resolve("npu")`` (through ``graphcheck.backends.graphs.npu.load_npu_binding``)
 and by :func:`available_backends` when the Ascend toolkit is present: installing
 it without the toolkit breaks ``import torch``, so doctor then reads only its
 package metadata and the ``/dev/davinci*`` device nodes.

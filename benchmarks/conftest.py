@@ -34,8 +34,8 @@ def backend_name() -> str:
 
 @pytest.fixture(scope="session")
 def bench_device() -> Any:
-    """The resolved ``backends.devices.Device``; skips when this machine lacks it."""
-    from backends.devices import BackendError, resolve
+    """The resolved ``graphcheck.backends.devices.Device``; skips when this machine lacks it."""
+    from graphcheck.backends.devices import BackendError, resolve
 
     try:
         return resolve(backend_name(), emulate=os.environ.get("GRAPHCHECK_BENCH_EMULATE") == "1")

@@ -34,7 +34,7 @@ echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
 fi
 fault_profile=${GPU_CHECKS_FAULT_PROFILE:-$profile}
 wants faults || exit 0
-for fault in $(python3 -c 'from backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
+for fault in $(python3 -c 'from graphcheck.backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
     echo "== graphcheck run --backend cuda --inject $fault"
     python3 -m graphcheck.cli run --backend cuda --profile "$fault_profile" --inject "$fault" \
         --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite " | tee "$out/run-$fault.txt"

@@ -10,7 +10,7 @@ its per-slot capacity. Nothing else: an engine that satisfies these protocols
 can be checked, and ``tests/test_adapter_protocol.py`` proves it with a second
 adapter that exposes only these members.
 
-The built-in engine (``backends.engine.Engine``) is the worked example; its
+The built-in engine (``graphcheck.backends.engine.Engine``) is the worked example; its
 classes match member for member:
 
 =====================  ==========================================
@@ -18,12 +18,12 @@ protocol               built-in engine
 =====================  ==========================================
 EngineFactory          the ``Engine`` class itself
 EngineAdapter          ``Engine``
-StepReport             ``backends.engine.engine.StepInfo``
-CaptureBucket          ``backends.engine.engine.BucketGraphs``
-CapturedGraph          ``backends.graphs.base.Graph``
-GraphInput             ``backends.graphs.base.StaticInput``
-RunnerInfo             ``backends.graphs.base.GraphRunner``
-SlotCapacity           ``backends.engine.buffers.BufferSizes``
+StepReport             ``graphcheck.backends.engine.engine.StepInfo``
+CaptureBucket          ``graphcheck.backends.engine.engine.BucketGraphs``
+CapturedGraph          ``graphcheck.backends.graphs.base.Graph``
+GraphInput             ``graphcheck.backends.graphs.base.StaticInput``
+RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
+SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
 =====================  ==========================================
 
 Capture and replay themselves are the engine's business: the harness never
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, ru
 from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
 
 if TYPE_CHECKING:
-    from backends.devices import Device
+    from graphcheck.backends.devices import Device
 
 
 @runtime_checkable
@@ -263,10 +263,10 @@ class EngineFactory(Protocol):
     """Builds one engine for a lockstep run; ``Lockstep`` calls it twice per scenario.
 
     ``config`` is the scenario's EngineConfig; ``weights`` the model weights
-    the reference decodes with (``reference.make_weights(config)``: a
-    ``reference.weights.Weights`` of read-only int64 NumPy arrays named as in
+    the reference decodes with (``graphcheck.reference.make_weights(config)``: a
+    ``graphcheck.reference.weights.Weights`` of read-only int64 NumPy arrays named as in
     reference/README.md §1); ``device`` the resolved backend
-    (``backends.devices.Device``: framework, device string, graph runner
+    (``graphcheck.backends.devices.Device``: framework, device string, graph runner
     factory); ``use_graphs`` False for the eager engine and True for the graph
     engine, which captures its graphs before returning (a failure there is
     reported as a capture divergence); ``faults`` the injected fault names

@@ -120,8 +120,8 @@ def first_difference(eager: dict[str, tuple[int, ...]], graph: dict[str, tuple[i
 
 
 def _decode(scenario: Scenario, backend: Any, faults: Sequence[str], use_graphs: bool) -> dict[str, tuple[int, ...]]:
-    from backends.engine import Engine
-    from reference import make_weights
+    from graphcheck.backends.engine import Engine
+    from graphcheck.reference import make_weights
 
     engine = Engine(scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults)
     return generated_tokens(run_script(engine, scenario))

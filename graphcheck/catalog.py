@@ -1,6 +1,6 @@
 """The detection benchmark: does graphcheck catch every injectable fault, and does a peer test?
 
-For each fault of ``backends.engine.faults.FAULTS`` (or the ones chosen),
+For each fault of ``graphcheck.backends.engine.faults.FAULTS`` (or the ones chosen),
 ``run_catalog`` fuzzes with the fault injected until the first divergence or
 the per-fault budget (``graphcheck.timed_search``), shrinks what it found under
 a shrink budget, and runs the peer-style baseline (``graphcheck.baseline``)
@@ -171,7 +171,7 @@ def _search(
 
 def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> SearchResult:
     """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite)."""
-    from backends.engine.faults import FAULTS
+    from graphcheck.backends.engine.faults import FAULTS
 
     suites = load_suites()
     if not name:
@@ -186,7 +186,7 @@ def baseline_fault(name: str, backend: Any) -> BaselineResult:
 
 
 def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> FaultResult | CleanResult:
-    from backends.engine.faults import FAULTS
+    from graphcheck.backends.engine.faults import FAULTS
 
     if not name:
         return CleanResult(search, baseline)
@@ -201,7 +201,7 @@ def run_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> Fa
 
 def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
     """One part ("search" or "baseline") of one catalog job, in a fresh process."""
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
 
     backend = resolve(backend_name, emulate=emulate)  # a real device: no CPU threads to pin
     return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend)

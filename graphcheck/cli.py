@@ -12,7 +12,8 @@ import sys
 from typing import Any, Sequence
 
 from graphcheck import exitcodes
-from graphcheck.cli_errors import BACKENDS, BackendUnavailableError, UsageError
+from graphcheck.backends.devices import BACKENDS
+from graphcheck.errors import BackendUnavailableError, InputError
 from graphcheck.records import EngineOutOfMemory
 from graphcheck.scenario import ScenarioError
 
@@ -21,7 +22,7 @@ PROFILES = ("dev", "ci", "thorough")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print usage and exit; keep one line
-        raise UsageError(message)
+        raise InputError(message)
 
 
 def _backend_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
@@ -124,7 +125,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "run":
         if not 1 <= args.steps <= 10_000:
-            raise UsageError(f"--steps must be in [1, 10000], got {args.steps}")
+            raise InputError(f"--steps must be in [1, 10000], got {args.steps}")
         return commands.run_command(args)
     if args.command == "replay":
         return commands.replay_command(args)
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = ["graphcheck", *argv]
         return _dispatch(args)
-    except UsageError as err:
+    except InputError as err:
         print(f"graphcheck: error: {err}", file=sys.stderr)
         return exitcodes.USAGE
     except ScenarioError as err:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck import exitcodes, github
-from graphcheck.cli_errors import BackendUnavailableError, UsageError
+from graphcheck.errors import BackendUnavailableError, InputError
 from graphcheck.console import make_console, outcome_line, plain, summary_table
 from graphcheck.examples import demo_scenario
 from graphcheck.database import ENV_VAR as DATABASE_ENV, DatabaseSpec, database_key
@@ -31,23 +31,23 @@ BUILTIN_MODES = ("greedy", "target_match", "topp", "naive")
 
 def resolve_backend(name: str, emulate: bool) -> Any:
     """backends.devices.resolve, with its errors mapped to exit codes."""
-    from backends.devices import BackendUnavailable, UnknownBackend, resolve
+    from graphcheck.backends.devices import BackendUnavailable, UnknownBackend, resolve
 
     try:
         return resolve(name, emulate=emulate)
     except UnknownBackend as err:
-        raise UsageError(str(err)) from None
+        raise InputError(str(err)) from None
     except BackendUnavailable as err:
         raise BackendUnavailableError(str(err)) from None
 
 
 def check_faults(names: list[str] | None) -> tuple[str, ...]:
-    from backends.engine.faults import UnknownFault, check_faults as check
+    from graphcheck.backends.engine.faults import UnknownFault, check_faults as check
 
     try:
         return tuple(sorted(check(names or ())))
     except UnknownFault as err:
-        raise UsageError(str(err)) from None
+        raise InputError(str(err)) from None
 
 
 def builtin_scenarios(steps: int) -> list[Scenario]:
@@ -66,16 +66,16 @@ def pick_suites(names: list[str] | None) -> list[Suite]:
         return list(known.values())
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown suite {', '.join(unknown)}; known: {', '.join(known)}")
+        raise InputError(f"unknown suite {', '.join(unknown)}; known: {', '.join(known)}")
     return [known[n] for n in dict.fromkeys(names)]
 
 
 def make_dir(path: Path, what: str, *, exist_ok: bool = True) -> None:
-    """``mkdir -p path``; a failure is a UsageError naming ``what`` it was for."""
+    """``mkdir -p path``; a failure is a InputError naming ``what`` it was for."""
     try:
         path.mkdir(parents=True, exist_ok=exist_ok)
     except OSError as err:
-        raise UsageError(f"cannot create {what} {path}: {err.strerror or err}") from None
+        raise InputError(f"cannot create {what} {path}: {err.strerror or err}") from None
 
 
 def claim_run_dir(parent: Path) -> tuple[str, Path]:
@@ -95,9 +95,9 @@ def claim_run_dir(parent: Path) -> tuple[str, Path]:
         except FileExistsError:
             continue
         except OSError as err:
-            raise UsageError(f"cannot create report folder {parent / run_id}: {err.strerror or err}") from None
+            raise InputError(f"cannot create report folder {parent / run_id}: {err.strerror or err}") from None
         return run_id, parent / run_id
-    raise UsageError(f"cannot create a report folder in {parent}: 999 runs started in the same second")
+    raise InputError(f"cannot create a report folder in {parent}: 999 runs started in the same second")
 
 
 def check_writable_file(path: Path, what: str) -> None:
@@ -108,7 +108,7 @@ def check_writable_file(path: Path, what: str) -> None:
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as err:
-        raise UsageError(f"cannot write {what} {path}: {err.strerror or err}") from None
+        raise InputError(f"cannot write {what} {path}: {err.strerror or err}") from None
     if not existed:
         path.unlink(missing_ok=True)
 
@@ -134,7 +134,7 @@ def open_database(option: str | None) -> tuple[DatabaseSpec, Any]:
     spec = DatabaseSpec.parse(option)
     try:
         return spec, spec.open()
-    except UsageError as err:
+    except InputError as err:
         if option is not None or os.environ.get(DATABASE_ENV):
             raise
         print(f"graphcheck: warning: {err}; failing examples will not be saved (pass --database)", file=sys.stderr)
@@ -147,7 +147,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     suites = pick_suites(args.suite)
     examples = args.examples if args.examples is not None else PROFILE_EXAMPLES[args.profile]
     if not 1 <= examples <= 100_000:
-        raise UsageError(f"--examples must be in [1, 100000], got {examples}")
+        raise InputError(f"--examples must be in [1, 100000], got {examples}")
     faults = check_faults(args.inject)
     jobs = getattr(args, "jobs", 1)
     from graphcheck.parallel import check_options
@@ -396,7 +396,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    from backends.devices import available_backends
+    from graphcheck.backends.devices import available_backends
 
     from graphcheck.console import doctor_table
 
@@ -405,7 +405,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 
 def faults_command(args: argparse.Namespace) -> int:
-    from backends.engine.faults import FAULTS
+    from graphcheck.backends.engine.faults import FAULTS
 
     from graphcheck.console import faults_table
 
@@ -415,7 +415,7 @@ def faults_command(args: argparse.Namespace) -> int:
 
 def catalog_command(args: argparse.Namespace) -> int:
     """Fuzz each fault until caught (or its budget), beside the peer-style baseline; exit 0 when all caught and the clean engine is clean."""
-    from backends.engine.faults import FAULTS
+    from graphcheck.backends.engine.faults import FAULTS
 
     from graphcheck.catalog import CatalogSettings, run_catalog
     from graphcheck.catalog_console import catalog_table, progress_line, totals_lines
@@ -423,7 +423,7 @@ def catalog_command(args: argparse.Namespace) -> int:
 
     for option, value in (("--budget", args.budget), ("--shrink-budget", args.shrink_budget)):
         if not 0 < value <= 86_400:
-            raise UsageError(f"{option} must be in (0, 86400] seconds, got {value:g}")
+            raise InputError(f"{option} must be in (0, 86400] seconds, got {value:g}")
     backend = resolve_backend(args.backend, args.emulate)
     chosen = set(check_faults(args.fault)) if args.fault else set(FAULTS)
     names = [name for name in FAULTS if name in chosen]  # registry order
@@ -456,9 +456,9 @@ def bench_command(args: argparse.Namespace) -> int:
     from graphcheck.timings import overhead_target
 
     if not benchmarks_dir().is_dir():
-        raise UsageError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
+        raise InputError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
     if importlib.util.find_spec("pytest_benchmark") is None:
-        raise UsageError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
+        raise InputError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
     backend = resolve_backend(args.backend, args.emulate)
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Literal, Sequence
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from graphcheck.cli_errors import UsageError
+from graphcheck.errors import InputError
 
 ENV_VAR = "GRAPHCHECK_DATABASE"
 DEFAULT_DIRECTORY = Path(".hypothesis") / "graphcheck"
@@ -53,13 +53,13 @@ class DatabaseSpec:
             text = os.environ.get(ENV_VAR) or str(DEFAULT_DIRECTORY)
         text = text.strip()
         if not text:
-            raise UsageError("--database must be a directory, a redis:// URL or 'none'")
+            raise InputError("--database must be a directory, a redis:// URL or 'none'")
         if text.lower() == "none":
             return cls("none")
         if text.startswith(REDIS_SCHEMES):
             return cls("redis", text)
         if "://" in text:
-            raise UsageError(f"--database {text}: unknown scheme; use a directory, redis://host:port/db or 'none'")
+            raise InputError(f"--database {text}: unknown scheme; use a directory, redis://host:port/db or 'none'")
         return cls("directory", str(Path(text).expanduser().resolve()))
 
     def describe(self) -> str:
@@ -82,7 +82,7 @@ def _check_writable_directory(path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".graphcheck-probe-"):
             pass
     except OSError as err:
-        raise UsageError(f"--database {path}: cannot write there ({err.strerror or err})") from None
+        raise InputError(f"--database {path}: cannot write there ({err.strerror or err})") from None
 
 
 def _open_redis(url: str) -> ExampleDatabase:
@@ -90,14 +90,14 @@ def _open_redis(url: str) -> ExampleDatabase:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError:
-        raise UsageError(
+        raise InputError(
             f"--database {url} needs the redis client: pip install 'graphcheck[redis]'"
         ) from None
     try:
         client = redis.Redis.from_url(url)
         client.ping()
     except (ValueError, redis.RedisError) as err:
-        raise UsageError(f"--database {url}: cannot reach the Redis server: {err}") from None
+        raise InputError(f"--database {url}: cannot reach the Redis server: {err}") from None
     return RedisExampleDatabase(client)
 
 

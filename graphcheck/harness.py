@@ -26,7 +26,7 @@ from graphcheck.scenario import Scenario
 from graphcheck.threads import single_threaded
 
 if TYPE_CHECKING:
-    from backends.devices import Device
+    from graphcheck.backends.devices import Device
 
 
 class ScenarioDiverged(AssertionError):
@@ -44,7 +44,7 @@ class ScenarioDiverged(AssertionError):
 class LockstepRunner:
     """Runs scenarios in lockstep on ``backend`` with engines from ``engine_factory``.
 
-    ``engine_factory`` None means the built-in engine (``backends.engine.Engine``).
+    ``engine_factory`` None means the built-in engine (``graphcheck.backends.engine.Engine``).
     """
 
     backend: Device
@@ -82,7 +82,7 @@ def replay_command(backend: Device, faults: Sequence[str], path: str = "scenario
 def _is_builtin(engine_factory: EngineFactory | None) -> bool:
     if engine_factory is None:
         return True
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     return engine_factory is Engine
 

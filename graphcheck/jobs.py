@@ -131,7 +131,7 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
 
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
-    from backends.devices import BackendError, resolve
+    from graphcheck.backends.devices import BackendError, resolve
 
     try:
         backend = resolve(spec.backend, emulate=spec.emulate)

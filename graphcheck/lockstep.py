@@ -95,8 +95,8 @@ class Lockstep:
         timings: LockstepTimings | None = None,
     ):
         """``timings``, when given, is filled with the seconds of each phase (graphcheck.timings)."""
-        from backends.engine import Engine
-        from reference import ReferenceDecoder, make_weights
+        from graphcheck.backends.engine import Engine
+        from graphcheck.reference import ReferenceDecoder, make_weights
 
         factory = engine_factory or Engine
         self.scenario = scenario

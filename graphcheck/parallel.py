@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from graphcheck.cli_errors import BackendUnavailableError, UsageError
+from graphcheck.errors import BackendUnavailableError, InputError
 from graphcheck.diff import Divergence
 from graphcheck.fuzz import FuzzResult, label_found
 from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
@@ -113,15 +113,15 @@ def _child_env(environ: dict[str, str]) -> dict[str, str]:
 def check_options(jobs: int, xdist_args: str) -> list[str]:
     """Validate ``-j`` and ``--xdist-args`` before anything is written; the xdist arguments, split."""
     if not 1 <= jobs <= 256:
-        raise UsageError(f"-j/--jobs must be in [1, 256], got {jobs}")
+        raise InputError(f"-j/--jobs must be in [1, 256], got {jobs}")
     try:
         split = shlex.split(xdist_args or "")
     except ValueError as err:
-        raise UsageError(f"--xdist-args: {err}") from None
+        raise InputError(f"--xdist-args: {err}") from None
     if split and jobs == 1:
-        raise UsageError("--xdist-args needs -j N with N > 1")
+        raise InputError("--xdist-args needs -j N with N > 1")
     if jobs > 1 and importlib.util.find_spec("xdist") is None:
-        raise UsageError("-j needs pytest-xdist: pip install 'graphcheck[parallel]'")
+        raise InputError("-j needs pytest-xdist: pip install 'graphcheck[parallel]'")
     return split
 
 
@@ -145,7 +145,7 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
     if code in (2, 3, 4, 5) and not stopped_by_x:  # interrupted, internal error, usage error, no tests
         tail = "\n".join((results / "pytest.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
         if code == 4:
-            raise UsageError(f"pytest-xdist rejected the command line (--xdist-args?):\n{tail}")
+            raise InputError(f"pytest-xdist rejected the command line (--xdist-args?):\n{tail}")
         raise RuntimeError(f"pytest-xdist stopped with exit code {code}:\n{tail}")
     missing = [r for r in found.values() if r.backend_unavailable]
     if missing:

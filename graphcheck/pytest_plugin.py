@@ -20,7 +20,7 @@ Options:
 
 Fixtures (nothing runs until a test asks for one):
 
-* ``graphcheck_backend`` (session): the resolved ``backends.devices.Device``. A
+* ``graphcheck_backend`` (session): the resolved ``graphcheck.backends.devices.Device``. A
   backend this machine cannot run is an error, with the reason, in every test
   that asks for it, never a skip: a gate asked to check cuda must not pass on
   a machine without a GPU.
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 if TYPE_CHECKING:
-    from backends.devices import Device
+    from graphcheck.backends.devices import Device
     from graphcheck.adapter import EngineFactory
     from graphcheck.harness import LockstepRunner
     from graphcheck.records import CheckOutcome
@@ -58,7 +58,7 @@ PROFILE_PREFIX = "graphcheck-"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from backends.devices import BACKENDS
+    from graphcheck.backends.devices import BACKENDS
 
     group = parser.getgroup("graphcheck", "graphcheck: device-graph capture checks in lockstep")
     group.addoption(
@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings.load_profile(profile_name(name))
     except InvalidArgument:
-        raise pytest.UsageError(
+        raise pytest.InputError(
             f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
             f"{', '.join(PROFILE_EXAMPLES)}, others must be registered by your project first"
         ) from None
@@ -135,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def backend_choice(config: pytest.Config) -> tuple[str, bool]:
     """(backend name, emulate) from the options, else from GRAPHCHECK_BACKEND / GRAPHCHECK_EMULATE."""
-    from backends.devices import choice_from_env
+    from graphcheck.backends.devices import choice_from_env
 
     env_name, env_emulate = choice_from_env()
     emulate = config.getoption("graphcheck_emulate")
@@ -155,7 +155,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 @pytest.fixture(scope="session")
 def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
     """The backend the graphcheck fixtures run on (``--graphcheck-backend``, ``--graphcheck-emulate``)."""
-    from backends.devices import BackendError, resolve
+    from graphcheck.backends.devices import BackendError, resolve
 
     name, emulate = backend_choice(pytestconfig)
     try:
@@ -167,7 +167,7 @@ def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
 @pytest.fixture(scope="module")
 def graphcheck_engine_factory() -> EngineFactory:
     """The engine under test: the built-in engine. Override this fixture to check your own adapter."""
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     return Engine
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from graphcheck.cli_errors import UsageError
+from graphcheck.errors import InputError
 
 #: The backend a scenario file is replayed on when the command line names none.
 DEFAULT_BACKEND = "cpu"
@@ -50,7 +50,7 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         return ReplayTarget(source, args.backend or DEFAULT_BACKEND, bool(args.emulate), tuple(args.inject or ()))
     scenario_path = source / "scenario.json"
     if not scenario_path.is_file():
-        raise UsageError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
+        raise InputError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
     recorded_in = source / "divergences.json"
     run = recorded_run(recorded_in)
     given = {"--backend": args.backend is not None, "--emulate": args.emulate is not None, "--inject": bool(args.inject)}
@@ -69,18 +69,18 @@ def recorded_run(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
+        raise InputError(f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
                          "with --backend/--emulate/--inject instead") from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise UsageError(f"cannot read the run settings in {path}: {err}") from None
+        raise InputError(f"cannot read the run settings in {path}: {err}") from None
     run = document.get("run") if isinstance(document, dict) else None
     if not isinstance(run, dict):
-        raise UsageError(f"{path}: no `run` object with the recorded settings")
+        raise InputError(f"{path}: no `run` object with the recorded settings")
     backend, emulate, faults = run.get("backend"), run.get("emulate", False), run.get("faults", [])
     if not isinstance(backend, str) or not backend:
-        raise UsageError(f"{path}: run.backend must be a backend name, got {backend!r:.60}")
+        raise InputError(f"{path}: run.backend must be a backend name, got {backend!r:.60}")
     if not isinstance(emulate, bool):
-        raise UsageError(f"{path}: run.emulate must be true or false, got {emulate!r:.60}")
+        raise InputError(f"{path}: run.emulate must be true or false, got {emulate!r:.60}")
     if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
-        raise UsageError(f"{path}: run.faults must be a list of fault names, got {faults!r:.60}")
+        raise InputError(f"{path}: run.faults must be a list of fault names, got {faults!r:.60}")
     return {"backend": backend, "emulate": emulate, "faults": tuple(faults)}

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping
 
-from graphcheck.cli_errors import UsageError
+from graphcheck.errors import InputError
 
 ENTRY_POINT_GROUP = "graphcheck.suites"
 #: graphcheck's own suites, found by name (``module:attribute``).
-BUILTIN_SUITES = "suites:SUITES"
+BUILTIN_SUITES = "graphcheck.suites:SUITES"
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,18 @@ def _as_suites(value: Any, source: str) -> list[Suite]:
         value = value.values()
     items = list(value) if isinstance(value, Iterable) else [value]
     if not all(isinstance(s, Suite) for s in items):
-        raise UsageError(f"suites from {source}: expected a Suite, an iterable of Suites or a mapping of them")
+        raise InputError(f"suites from {source}: expected a Suite, an iterable of Suites or a mapping of them")
     return items
 
 
 def collect(sources: Iterable[tuple[str, Any]]) -> dict[str, Suite]:
-    """Suites by name, in source order, from ``(source, value)`` pairs; a repeated name is a UsageError."""
+    """Suites by name, in source order, from ``(source, value)`` pairs; a repeated name is a InputError."""
     found: dict[str, Suite] = {}
     origin: dict[str, str] = {}
     for source, value in sources:
         for suite in _as_suites(value, source):
             if suite.name in found:
-                raise UsageError(f"suite {suite.name!r} is defined twice: by {origin[suite.name]} and by {source}")
+                raise InputError(f"suite {suite.name!r} is defined twice: by {origin[suite.name]} and by {source}")
             found[suite.name], origin[suite.name] = suite, source
     return found
 
@@ -78,7 +78,7 @@ def _plugin_sources() -> Iterable[tuple[str, Any]]:
         try:
             value = point.load()
         except Exception as err:  # a broken plugin is the user's to fix: say which and why
-            raise UsageError(f"suites entry point {point.name} ({point.value}) failed to load: {err}") from None
+            raise InputError(f"suites entry point {point.name} ({point.value}) failed to load: {err}") from None
         yield f"entry point {point.name} ({point.value})", value
 
 

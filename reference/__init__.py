@@ -5,12 +5,12 @@ standard library and graphcheck.scenario (plus graphcheck.driver to run a
 scenario), never an engine framework.
 """
 
-from reference.decoder import ReferenceDecoder, decode, reasoning_status_at
-from reference.model import wrap
-from reference.rng import add_mod, mix64, uniform, uniform_open0
-from reference.sampling import Candidates, candidates, greedy, sample, topp_sample
-from reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
-from reference.weights import NPOS, Weights, make_weights
+from graphcheck.reference.decoder import ReferenceDecoder, decode, reasoning_status_at
+from graphcheck.reference.model import wrap
+from graphcheck.reference.rng import add_mod, mix64, uniform, uniform_open0
+from graphcheck.reference.sampling import Candidates, candidates, greedy, sample, topp_sample
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from graphcheck.reference.weights import NPOS, Weights, make_weights
 
 __all__ = [
     "NPOS",

@@ -16,11 +16,11 @@ import numpy as np
 
 from graphcheck.driver import run_script
 from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
-from reference.model import Cache, draft_forward, draft_proposal, logits_of, target_forward
-from reference.rng import add_mod
-from reference.sampling import sample
-from reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
-from reference.weights import Weights, make_weights
+from graphcheck.reference.model import Cache, draft_forward, draft_proposal, logits_of, target_forward
+from graphcheck.reference.rng import add_mod
+from graphcheck.reference.sampling import sample
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from graphcheck.reference.weights import Weights, make_weights
 
 
 def reasoning_status_at(spec: RequestSpec, t: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.weights import NPOS, Weights
+from graphcheck.reference.weights import NPOS, Weights
 
 
 def wrap(a: np.ndarray | int) -> np.ndarray | int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcheck.scenario import AMBIGUITY_EPS as EPS
-from reference.rng import uniform, uniform_open0
+from graphcheck.reference.rng import uniform, uniform_open0
 
 
 def rank_order(logits: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from reference.sampling import candidates, greedy, sample, topp_sample
+from graphcheck.reference.sampling import candidates, greedy, sample, topp_sample
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A Suite (``graphcheck.suite_registry.Suite``) is a focused scenario strategy
 (``suites/scenarios.py``) plus the bug classes it targets (numbers of
 docs/bug-classes.md). Its property is always the same: the lockstep run of a
-drawn scenario has no failing divergence (``suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
+drawn scenario has no failing divergence (``graphcheck.suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
 is the general strategy that mixes every dimension. ``graphcheck run`` finds
 this registry by name (``graphcheck.suite_registry.load_suites``).
 """
@@ -11,7 +11,7 @@ this registry by name (``graphcheck.suite_registry.load_suites``).
 from __future__ import annotations
 
 from graphcheck.suite_registry import Suite
-from suites import scenarios as sc
+from graphcheck.suites import scenarios as sc
 
 SUITES: dict[str, Suite] = {
     s.name: s

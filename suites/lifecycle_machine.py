@@ -25,7 +25,7 @@ from graphcheck.lockstep import EngineFactory, Lockstep
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, Scenario, validate
 from graphcheck.strategies import engine_configs, request_specs
 from graphcheck.threads import single_threaded
-from suites.properties import backend_from_env, failure_message
+from graphcheck.suites.properties import backend_from_env, failure_message
 
 #: Requests waiting or running at once, beyond which ``join`` is not offered (keeps runs cheap).
 MAX_LIVE = 6

@@ -23,19 +23,19 @@ from graphcheck.lockstep import EngineFactory, Lockstep
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
 from graphcheck.threads import single_threaded  # re-exported for suites and tests
-from suites import SUITES, Suite
+from graphcheck.suites import SUITES, Suite
 
 
 @functools.lru_cache(maxsize=None)
 def _resolve(name: str, emulate: bool) -> Any:
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
 
     return resolve(name, emulate=emulate)
 
 
 def backend_from_env() -> Any:
     """The backend named by GRAPHCHECK_BACKEND (default cpu), emulated if GRAPHCHECK_EMULATE is set."""
-    from backends.devices import choice_from_env
+    from graphcheck.backends.devices import choice_from_env
 
     return _resolve(*choice_from_env())
 

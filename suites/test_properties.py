@@ -1,3 +1,3 @@
 """Collection shim: ``pytest suites/`` runs one Hypothesis test per suite (see properties.py)."""
 
-from suites.properties import *  # noqa: F401,F403  (test_suite_<name> for every suite)
+from graphcheck.suites.properties import *  # noqa: F401,F403  (test_suite_<name> for every suite)

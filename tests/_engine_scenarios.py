@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS
+from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS
 from graphcheck.driver import apply_events  # noqa: F401  (re-exported for tests)
 from graphcheck.examples import demo_scenario
 if TYPE_CHECKING:
-    from backends.engine import Engine
-    from reference.weights import Weights
+    from graphcheck.backends.engine import Engine
+    from graphcheck.reference.weights import Weights
 
 from graphcheck.scenario import (
     AcceptOverride,
@@ -135,7 +135,7 @@ def scenario_for(name: str, scope: str | None = None) -> Scenario:
 @functools.cache
 def reference_results(name: str) -> list[StepResult]:
     """reference.decode of the named scenario (decoded once per session)."""
-    from reference import decode
+    from graphcheck.reference import decode
 
     return decode(scenario_for(name))
 
@@ -143,14 +143,14 @@ def reference_results(name: str) -> list[StepResult]:
 @functools.cache
 def reference_weights(name: str) -> Weights:
     """The model weights of the named scenario (made once per session; read-only)."""
-    from reference import make_weights
+    from graphcheck.reference import make_weights
 
     return make_weights(scenario_for(name).config)
 
 
 def engine_for(name: str, scope: str | None = None, **engine_kwargs: Any) -> tuple[Scenario, Engine]:
     """``scenario_for(name, scope)`` and an Engine on its weights (``engine_kwargs``: device, use_graphs)."""
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     scenario = scenario_for(name, scope)
     return scenario, Engine(scenario.config, reference_weights(name), **engine_kwargs)
@@ -269,8 +269,8 @@ def memory_per_step(engine: Engine, scenario: Scenario) -> list[int]:
 
 def lockstep(scenario, device: str = "cpu") -> int:
     """Eager and graph engines side by side; compare results and buffers after every step."""
-    from backends.engine import Engine
-    from reference import make_weights
+    from graphcheck.backends.engine import Engine
+    from graphcheck.reference import make_weights
 
     weights = make_weights(scenario.config)
     eager = Engine(scenario.config, weights, device=device, use_graphs=False)

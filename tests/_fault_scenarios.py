@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from backends.engine.faults import (
+from graphcheck.backends.engine.faults import (
     CAPTURED_TEMPORARY_FREED,
     CLONE_HELD_PER_STEP,
     DRAFT_PADDING_WRITES_KV,

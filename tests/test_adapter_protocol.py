@@ -37,10 +37,10 @@ from graphcheck.scenario import RequestSpec, StepResult
 
 torch = pytest.importorskip("torch")
 
-from backends.devices import resolve  # noqa: E402
-from backends.engine import Engine  # noqa: E402
-from suites import SUITES  # noqa: E402
-from suites.properties import property_test  # noqa: E402
+from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.backends.engine import Engine  # noqa: E402
+from graphcheck.suites import SUITES  # noqa: E402
+from graphcheck.suites.properties import property_test  # noqa: E402
 
 
 def own_name(inner: str) -> str:
@@ -211,7 +211,7 @@ def test_protocol_names_exactly_what_the_lockstep_reads() -> None:
 
 def test_the_builtin_engine_is_an_adapter(cpu) -> None:
     scenario = demo_scenario(num_steps=3)
-    from reference import make_weights
+    from graphcheck.reference import make_weights
 
     engine = Engine(scenario.config, make_weights(scenario.config), device=cpu, use_graphs=True, faults=())
     engine.submit(scenario.requests[0])
@@ -228,7 +228,7 @@ def test_the_builtin_engine_is_an_adapter(cpu) -> None:
 
 def test_the_second_adapter_exposes_only_the_protocol(cpu) -> None:
     scenario = demo_scenario(num_steps=2)
-    from reference import make_weights
+    from graphcheck.reference import make_weights
 
     engine = SlotEngine(scenario.config, make_weights(scenario.config), device=cpu, use_graphs=True, faults=())
     assert public(engine) == members(EngineAdapter)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.devices import resolve
+from graphcheck.backends.devices import resolve
 from graphcheck import exitcodes
 from graphcheck.bench import BenchSummary, LockstepRow, summarise
 from graphcheck.cli import main

@@ -1,7 +1,7 @@
 """`graphcheck catalog`: every registered fault is caught on cpu and the clean engine stays clean.
 
 * ``test_catalog_catches_every_fault`` is the CI gate: the real command over ALL
-  faults of ``backends.engine.faults.FAULTS`` (so it grows as faults are added),
+  faults of ``graphcheck.backends.engine.faults.FAULTS`` (so it grows as faults are added),
   with a small budget; it fails when a fault goes undetected or the clean engine
   diverges, and checks the JSON, the HTML and the shrunk scenario files.
 * The rest are fast tests of the pieces: the peer-style baseline, the budgeted
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from backends.engine.faults import FAULTS
+from graphcheck.backends.engine.faults import FAULTS
 from graphcheck import baseline, exitcodes
 from graphcheck.baseline import BaselineResult, CaseResult, first_difference, generated_tokens, run_baseline
 from graphcheck.catalog import CatalogResult, CatalogSettings, CleanResult, FaultResult, suite_plan, summarize
@@ -31,8 +31,8 @@ from graphcheck.records import CheckOutcome
 from graphcheck.report.catalog import CatalogInfo, write_catalog
 from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
 from graphcheck.timed_search import Detection, SearchResult, Shrunk, timed_search
-from suites import SUITES
-from suites.properties import backend_from_env
+from graphcheck.suites import SUITES
+from graphcheck.suites.properties import backend_from_env
 from _layers import slow
 
 #: Seconds of fuzzing per fault in CI: every fault is caught within a few seconds on cpu,
@@ -313,7 +313,7 @@ def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 @slow
 def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
     """Real devices run each fault in a spawned process; the result comes back whole."""
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
     from graphcheck.catalog import CatalogSettings, _isolated
 
     cfg = CatalogSettings(budget_s=10, shrink_s=2)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def failing_scenario() -> Scenario:
-    from backends.engine.faults import STALE_PADDING_ROWS
+    from graphcheck.backends.engine.faults import STALE_PADDING_ROWS
 
     assert STALE_PADDING_ROWS == FAULT
     return FAULT_SCENARIOS[STALE_PADDING_ROWS]()
@@ -228,7 +228,7 @@ def test_an_unknown_suite_is_rejected_before_any_framework_is_imported() -> None
 def test_an_allocation_failure_is_exit_2_never_a_divergence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import reference
+    from graphcheck import reference
 
     def no_memory(config: Any) -> Any:
         raise MemoryError("cannot allocate memory for the weights")

@@ -25,7 +25,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from graphcheck import exitcodes
 from graphcheck.cli import main
-from graphcheck.cli_errors import UsageError
+from graphcheck.errors import InputError
 from graphcheck.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
 from graphcheck.fuzz import SearchInterrupted, fuzz_suite
 from graphcheck.scenario import Scenario
@@ -43,12 +43,12 @@ def test_database_spec_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert DatabaseSpec.parse(str(tmp_path / "db")) == DatabaseSpec("directory", str(tmp_path / "db"))
     assert DatabaseSpec.parse("redis://10.1.2.3:6379/2") == DatabaseSpec("redis", "redis://10.1.2.3:6379/2")
     assert DatabaseSpec.parse("NONE").open() is None
-    with pytest.raises(UsageError, match="unknown scheme"):
+    with pytest.raises(InputError, match="unknown scheme"):
         DatabaseSpec.parse("s3://bucket/db")
 
 
 def test_database_key_names_the_search_not_the_seed() -> None:
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
 
     cpu = resolve("cpu")
     key = database_key("seeds", cpu, ["b-fault", "a-fault"])
@@ -59,8 +59,8 @@ def test_database_key_names_the_search_not_the_seed() -> None:
 
 @slow
 def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> None:
-    from backends.devices import resolve
-    from suites import SUITES
+    from graphcheck.backends.devices import resolve
+    from graphcheck.suites import SUITES
 
     cpu, suite = resolve("cpu"), SUITES["seeds"]
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from backends.devices import Device, resolve
-from backends.engine.faults import HOST_SYNC_IN_CAPTURE
+from graphcheck.backends.devices import Device, resolve
+from graphcheck.backends.engine.faults import HOST_SYNC_IN_CAPTURE
 from graphcheck.examples import demo_scenario
 from graphcheck.fuzz import fuzz_suite
 from graphcheck.lockstep import check_scenario
 from graphcheck.timed_search import timed_search
-from suites import SUITES
+from graphcheck.suites import SUITES
 
 STICKY = "AcceleratorError: CUDA error: device-side assert triggered"
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from backends.engine.faults import FAULTS, NUM_BUG_CLASSES
+from graphcheck.backends.engine.faults import FAULTS, NUM_BUG_CLASSES
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG_CLASSES = ROOT / "docs" / "bug-classes.md"

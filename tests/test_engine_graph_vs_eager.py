@@ -18,7 +18,7 @@ from _engine_scenarios import (
     memory_per_step,
     scenario_for,
 )
-from backends.devices import resolve
+from graphcheck.backends.devices import resolve
 from graphcheck.threads import single_threaded
 from _layers import fast_first
 

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from _engine_scenarios import EXTRA, apply_events, with_scope
-from backends.engine import Engine
-from backends.engine.blocks import SINK_BLOCK, BlockAllocator, num_blocks_for
-from backends.engine.buffers import PAD_TOKEN, allocate_buffers
-from backends.engine.forward import draft_forward, target_forward
-from backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
-from backends.engine.scheduler import Scheduler
-from backends.engine.verify import eos_scan
-from backends.engine.weights import EngineWeights
-from backends.xp import make_ops
+from graphcheck.backends.engine import Engine
+from graphcheck.backends.engine.blocks import SINK_BLOCK, BlockAllocator, num_blocks_for
+from graphcheck.backends.engine.buffers import PAD_TOKEN, allocate_buffers
+from graphcheck.backends.engine.forward import draft_forward, target_forward
+from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
+from graphcheck.backends.engine.scheduler import Scheduler
+from graphcheck.backends.engine.verify import eos_scan
+from graphcheck.backends.engine.weights import EngineWeights
+from graphcheck.backends.xp import make_ops
 from graphcheck.scenario import EngineConfig, RequestSpec
-from reference import make_weights
+from graphcheck.reference import make_weights
 
 torch = pytest.importorskip("torch")
 P = PAD_TOKEN

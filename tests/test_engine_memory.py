@@ -144,8 +144,8 @@ class Measured:
 
 def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
     pytest.importorskip("torch")
-    from backends.devices import resolve
-    from backends.graphs.torch_ops import TorchOps
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.graphs.torch_ops import TorchOps
     from graphcheck.lockstep import Lockstep
 
     tracker = _tracker_class()()
@@ -238,7 +238,7 @@ def test_estimate_grows_with_every_size_knob() -> None:
 
 def test_reference_npos_matches() -> None:
     from graphcheck import memory_estimate
-    from reference.weights import NPOS
+    from graphcheck.reference.weights import NPOS
 
     assert memory_estimate._NPOS == NPOS
 
@@ -374,8 +374,8 @@ def _oom_errors() -> list[BaseException]:
 @pytest.mark.parametrize("phase", ["eager", "graph"])
 @pytest.mark.parametrize("index", range(7))
 def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: str, index: int) -> None:
-    from backends.devices import resolve
-    from backends.engine import Engine
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.engine import Engine
     from graphcheck.lockstep import Lockstep
     from graphcheck.records import EngineOutOfMemory
 
@@ -399,8 +399,8 @@ def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: s
 
 
 def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
-    from backends.devices import resolve
-    from backends.engine import Engine
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.engine import Engine
     from graphcheck.lockstep import Lockstep
 
     class Broken(Engine):
@@ -416,11 +416,11 @@ def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
 def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """A config validation would refuse, built anyway: torch cannot allocate it; no divergence."""
     pytest.importorskip("torch")
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
     from graphcheck.lockstep import check_scenario
     from graphcheck.records import EngineOutOfMemory
 
-    import backends.engine.buffers as buffers
+    import graphcheck.backends.engine.buffers as buffers
 
     real = buffers.allocate_buffers
 
@@ -429,7 +429,7 @@ def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.Mo
         return real(xp, config, dataclasses.replace(sizes, num_blocks=2**44))
 
     scenario = demo_scenario(num_steps=2)
-    import backends.engine.engine as engine_module
+    import graphcheck.backends.engine.engine as engine_module
 
     monkeypatch.setattr(engine_module, "allocate_buffers", too_big)
     with pytest.raises(EngineOutOfMemory) as info:

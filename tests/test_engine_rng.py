@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import reference.rng as ref
-from backends.engine import rng
-from backends.xp import make_ops
+import graphcheck.reference.rng as ref
+from graphcheck.backends.engine import rng
+from graphcheck.backends.xp import make_ops
 from graphcheck.scenario import SEED_MODULUS as M
 
 pytest.importorskip("torch")

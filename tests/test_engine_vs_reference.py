@@ -16,7 +16,7 @@ from _engine_scenarios import (
     run_against_reference,
     run_engine,
 )
-from backends.devices import resolve
+from graphcheck.backends.devices import resolve
 from graphcheck.threads import single_threaded
 from _layers import fast_first
 

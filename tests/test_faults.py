@@ -21,9 +21,9 @@ from _fault_scenarios import (
     reasoning_from_step_1,
     with_scope,
 )
-from backends.devices import resolve
-from backends.engine import Engine
-from backends.engine.faults import (
+from graphcheck.backends.devices import resolve
+from graphcheck.backends.engine import Engine
+from graphcheck.backends.engine.faults import (
     CAPTURED_TEMPORARY_FREED,
     CLONE_HELD_PER_STEP,
     DRAFT_PADDING_WRITES_KV,
@@ -51,7 +51,7 @@ from backends.engine.faults import (
 from graphcheck.examples import BUILTIN, demo_scenario, late_joiner, shrinking_batch
 from graphcheck.lockstep import Lockstep, bindings_of, check_scenario
 from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
-from reference import make_weights
+from graphcheck.reference import make_weights
 from _layers import fast_first
 
 #: Every graph scope in the whole suite; the fast layer checks each fault in the ``step`` scope.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backends.graphs.base import (
+from graphcheck.backends.graphs.base import (
     CaptureError,
     EscapedOpError,
     Graph,

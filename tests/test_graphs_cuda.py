@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum, scale_  # noqa: E402
-from backends.graphs import kernels  # noqa: E402
-from backends.graphs.base import HostSyncInCapture  # noqa: E402
+from graphcheck.backends.graphs import kernels  # noqa: E402
+from graphcheck.backends.graphs.base import HostSyncInCapture  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -29,7 +29,7 @@ def cuda(values, dtype=torch.float32):
 
 @pytest.fixture
 def runner():
-    from backends.graphs.cuda import CudaGraphRunner
+    from graphcheck.backends.graphs.cuda import CudaGraphRunner
 
     return CudaGraphRunner()
 
@@ -118,7 +118,7 @@ def test_static_input_table_and_dead_inputs(runner):
     "kernel_fn", [item_kernel, host_copy_kernel, to_host_kernel], ids=["item", "host_sync", "cpu"]
 )
 def test_host_sync_in_capture_raises_and_the_runner_stays_usable(warmup_iters, kernel_fn):
-    from backends.graphs.cuda import CudaGraphRunner
+    from graphcheck.backends.graphs.cuda import CudaGraphRunner
 
     runner = CudaGraphRunner(warmup_iters=warmup_iters)
     x = cuda([1.0, 2.0])

@@ -10,9 +10,9 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E40
 
 import _graph_harness as shared  # noqa: E402
 from _graph_harness import Bufs, Framework, add_into, item_kernel, make_sum, names_of, scale_  # noqa: E402
-from backends.graphs import kernels  # noqa: E402
-from backends.graphs.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
-from backends.graphs.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.backends.graphs import kernels  # noqa: E402
+from graphcheck.backends.graphs.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
+from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
 
 
 @kernels.kernel

@@ -44,14 +44,31 @@ def _package_imports(package: str) -> list[tuple[str, str, bool]]:
 
 
 _STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+#: The repository's top-level folders that install under graphcheck (pyproject.toml's package-dir).
+MAPPED = ("reference", "backends", "suites")
 
 
 def _root(module: str) -> str:
     return module.split(".")[0]
 
 
+def _part(module: str) -> str:
+    """Which part of the layout ``module`` belongs to: reference, backends, suites, the harness, or outside."""
+    parts = module.split(".")
+    if parts[0] != "graphcheck":
+        return parts[0]
+    return parts[1] if len(parts) > 1 and parts[1] in MAPPED else "harness"
+
+
+def test_nothing_imports_the_folders_by_their_bare_names() -> None:
+    """reference/, backends/ and suites/ are graphcheck.reference & co.: a bare name would be another module."""
+    folders = ("graphcheck", *MAPPED, "tests", "benchmarks", "examples")
+    bad = [(f, m) for folder in folders for f, m, _ in _package_imports(folder) if _root(m) in MAPPED]
+    assert not bad, f"import graphcheck.reference / graphcheck.backends / graphcheck.suites instead: {bad}"
+
+
 def test_the_harness_never_imports_suites_or_tests() -> None:
-    bad = [(f, m) for f, m, _ in _package_imports("graphcheck") if _root(m) in ("suites", "tests")]
+    bad = [(f, m) for f, m, _ in _package_imports("graphcheck") if _part(m) == "suites" or _root(m) == "tests"]
     assert not bad, f"graphcheck/ must find suites by name (graphcheck.suite_registry), not import them: {bad}"
 
 
@@ -62,7 +79,7 @@ def test_the_harness_imports_no_framework_at_module_level() -> None:
 
 @pytest.mark.parametrize("package", ["backends", "reference"])
 def test_engine_and_oracle_share_only_the_leaf_modules(package: str) -> None:
-    bad = [(f, m) for f, m, _ in _package_imports(package) if _root(m) == "graphcheck" and m not in SHARED_LEAVES]
+    bad = [(f, m) for f, m, _ in _package_imports(package) if _part(m) == "harness" and m not in SHARED_LEAVES]
     assert not bad, f"{package}/ may use {SHARED_LEAVES} and nothing else of graphcheck/: {bad}"
 
 
@@ -74,16 +91,47 @@ def test_shared_leaves_import_only_the_standard_library(leaf: str) -> None:
 
 
 def test_the_oracle_is_independent_of_the_engine() -> None:
-    bad = [(f, m) for f, m, _ in _package_imports("reference") if _root(m) in ("backends", "suites", *FRAMEWORKS)]
+    bad = [(f, m) for f, m, _ in _package_imports("reference")
+           if _part(m) in ("backends", "suites") or _root(m) in FRAMEWORKS]
     assert not bad, f"reference/ is plain NumPy, independent of the engine: {bad}"
 
 
 def test_backends_never_import_suites() -> None:
-    bad = [(f, m) for f, m, _ in _package_imports("backends") if _root(m) in ("suites", "reference", "tests")]
+    bad = [(f, m) for f, m, _ in _package_imports("backends") if _part(m) in ("suites", "reference") or _root(m) == "tests"]
     assert not bad, bad
+
+
+def test_the_wheel_lists_every_package_under_one_name() -> None:
+    """pyproject.toml names every package (they are mapped, not discovered): none may be missing."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert config["package-dir"] == {"graphcheck": "graphcheck", **{f"graphcheck.{m}": m for m in MAPPED}}
+    on_disk = set()
+    for folder in ("graphcheck", *MAPPED):
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT).parts
+            on_disk.add(".".join(relative if folder == "graphcheck" else ("graphcheck", *relative)))
+    on_disk.add("graphcheck.report.templates")  # data only: the Jinja templates
+    assert set(config["packages"]) == on_disk
 
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text("import os\n\ndef f():\n    from suites import SUITES\n    import torch\n")
-    assert _imports(source) == [("os", True), ("suites", False), ("torch", False)]
+    source.write_text("import os\n\ndef f():\n    from graphcheck.suites import SUITES\n    import torch\n")
+    assert _imports(source) == [("os", True), ("graphcheck.suites", False), ("torch", False)]
+
+
+#: The command line: the only modules that turn errors and outcomes into exit codes.
+CLI_MODULES = ("graphcheck/cli.py", "graphcheck/commands.py")
+
+
+def test_only_the_command_line_knows_exit_codes() -> None:
+    folders = ("graphcheck", *MAPPED)
+    bad = [(f, m) for folder in folders for f, m, _ in _package_imports(folder)
+           if m in ("graphcheck.exitcodes", "graphcheck.cli") and f not in CLI_MODULES]
+    assert not bad, f"domain modules raise graphcheck.errors; only {CLI_MODULES} map them to exit codes: {bad}"
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if str(path.relative_to(ROOT)) not in CLI_MODULES:
+                assert "sys.exit(" not in text, f"{path.relative_to(ROOT)} exits the process itself"

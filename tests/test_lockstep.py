@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from backends.devices import resolve
+from graphcheck.backends.devices import resolve
 from graphcheck.examples import demo_scenario
 from graphcheck.lockstep import Lockstep, check_scenario, expected_bucket
 from _layers import fast_first
@@ -40,7 +40,7 @@ def test_expected_bucket_policy() -> None:
 
 
 def test_engine_crash_is_a_crash_divergence(cpu) -> None:
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     class Exploding(Engine):
         def step(self, t, overrides):
@@ -55,7 +55,7 @@ def test_engine_crash_is_a_crash_divergence(cpu) -> None:
 
 
 def test_rebound_buffer_is_an_address_divergence(cpu) -> None:
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     class Rebinding(Engine):
         def step(self, t, overrides):
@@ -86,7 +86,7 @@ def test_ambiguous_rows_never_fail(cpu) -> None:
 
 
 def test_capture_failure_is_a_capture_divergence(cpu) -> None:
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     class BadCapture(Engine):
         def _capture_graphs(self):
@@ -97,7 +97,7 @@ def test_capture_failure_is_a_capture_divergence(cpu) -> None:
 
 
 def test_memory_growth_is_a_memory_divergence(cpu) -> None:
-    from backends.engine import Engine
+    from graphcheck.backends.engine import Engine
 
     class Leaky(Engine):
         held: list

@@ -1,6 +1,6 @@
 """The npu backend without an Ascend device: the NPUGraph runner on the emulated NPU module.
 
-``backends.graphs.npu.NpuGraphRunner`` runs unchanged over the emulated NPU
+``graphcheck.backends.graphs.npu.NpuGraphRunner`` runs unchanged over the emulated NPU
 module (``tests/npu_shim.py`` installs it behind the seam, ``--backend npu
 --emulate`` uses it directly), so these tests drive the runner's own wiring:
 side-stream capture, the shared pool, task groups around host-parameter
@@ -31,14 +31,14 @@ from _engine_scenarios import (  # noqa: E402
     with_scope,
 )
 from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum  # noqa: E402
-from backends import devices  # noqa: E402
-from backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
-from backends.graphs import kernels, npu  # noqa: E402
-from backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
-from backends.graphs.emulated import EmulatedRunner  # noqa: E402
-from backends.graphs.kernels import HostParam  # noqa: E402
-from backends.graphs.npu import NpuGraphRunner  # noqa: E402
-from backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
+from graphcheck.backends import devices  # noqa: E402
+from graphcheck.backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
+from graphcheck.backends.graphs import kernels, npu  # noqa: E402
+from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
+from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
+from graphcheck.backends.graphs.npu import NpuGraphRunner  # noqa: E402
+from graphcheck.backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
 from graphcheck import exitcodes  # noqa: E402
 from graphcheck.cli import main  # noqa: E402
 from graphcheck.threads import single_threaded  # noqa: E402
@@ -400,8 +400,8 @@ def test_run_backend_npu_emulate_is_clean(tmp_path, capsys):
 
 def test_static_inputs_of_the_engine_are_all_named():
     """Every tensor an npu-emulated engine graph reads is an engine buffer (as on the cpu backend)."""
-    from backends.engine import Engine
-    from reference import make_weights
+    from graphcheck.backends.engine import Engine
+    from graphcheck.reference import make_weights
 
     scenario = demo("target_match")
     engine = Engine(scenario.config, make_weights(scenario.config), device=npu_emulate())

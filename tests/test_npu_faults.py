@@ -91,7 +91,7 @@ def test_the_clean_engine_passes_every_suite(backend: str, tmp_path: Path, capsy
     """`graphcheck run --backend xpu|npu --emulate` as a user types it, every suite, a short budget: exit 0."""
     if backend == "xpu":
         pytest.importorskip("paddle")
-    from suites import SUITES
+    from graphcheck.suites import SUITES
 
     code = main(["run", *EMULATED[backend], "--examples", "2", "--steps", "4", "--seed", "0", "--database", "none",
                  "--quiet", "--report-dir", str(tmp_path)])

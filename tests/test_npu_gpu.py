@@ -27,8 +27,8 @@ from _engine_scenarios import (  # noqa: E402
     scenario_for,
 )
 from _graph_harness import add_into, make_sum  # noqa: E402
-from backends.graphs import kernels  # noqa: E402
-from backends.graphs.kernels import HostParam  # noqa: E402
+from graphcheck.backends.graphs import kernels  # noqa: E402
+from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -39,7 +39,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def npu_on_cuda():
     """``resolve("npu")`` with the seam mapped onto torch.cuda (for this module only)."""
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
 
     with pytest.MonkeyPatch.context() as patch:
         npu_shim.install(patch, npu_shim.cuda_binding)
@@ -57,7 +57,7 @@ def cuda(values):
 
 
 def test_npu_resolves_to_the_npu_runner_on_cuda(npu_on_cuda):
-    from backends.graphs.npu import NpuGraphRunner
+    from graphcheck.backends.graphs.npu import NpuGraphRunner
 
     assert (npu_on_cuda.name, npu_on_cuda.framework, npu_on_cuda.emulated) == ("npu", "torch", False)
     assert npu_on_cuda.device.startswith("cuda:")
@@ -116,7 +116,7 @@ def test_npu_runner_on_cuda_matches_eager_bit_for_bit(npu_on_cuda, name, scope):
 
 
 def test_a_fault_is_caught_as_on_the_cuda_backend(npu_on_cuda):
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
     from graphcheck.examples import late_joiner
     from graphcheck.lockstep import check_scenario
 

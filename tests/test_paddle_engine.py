@@ -1,14 +1,14 @@
 """The engine on PaddlePaddle (the ``xpu --emulate`` path): facade, eager and emulated graphs.
 
 The engine code is the torch engine's, unchanged; only the array facade
-(``backends.xp.paddle_xp``) and the emulator's framework ops
-(``backends.graphs.paddle_ops``) differ. So:
+(``graphcheck.backends.xp.paddle_xp``) and the emulator's framework ops
+(``graphcheck.backends.graphs.paddle_ops``) differ. So:
 
 * the facade agrees with the torch facade op for op on the traps that differ
   between the frameworks (exact int64 constants, scalars in ``where``, floor
   modulo, logical shifts, stable sorts, in-place writes), and the splitmix64
   hash is bit-exact with the reference;
-* the eager paddle engine matches ``reference.decode`` on every fixed scenario;
+* the eager paddle engine matches ``graphcheck.reference.decode`` on every fixed scenario;
 * the emulated-graph paddle engine matches the eager one bit for bit (results
   and buffers, after every step), in every graph scope;
 * the paddle engine and the torch engine agree bit for bit, buffers included.
@@ -34,13 +34,13 @@ from _engine_scenarios import (  # noqa: E402
     run_against_reference,
     scenario_for,
 )
-from backends.devices import resolve  # noqa: E402
-from backends.engine import Engine, rng  # noqa: E402
-from backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
-from backends.xp import make_ops  # noqa: E402
+from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.backends.engine import Engine, rng  # noqa: E402
+from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
+from graphcheck.backends.xp import make_ops  # noqa: E402
 from graphcheck.scenario import SEED_MODULUS  # noqa: E402
-from reference import make_weights  # noqa: E402
-import reference.rng as ref_rng  # noqa: E402
+from graphcheck.reference import make_weights  # noqa: E402
+import graphcheck.reference.rng as ref_rng  # noqa: E402
 from _layers import fast_first
 
 

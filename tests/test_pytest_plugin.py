@@ -181,7 +181,7 @@ def test_profiles_match_the_test_suite_and_leave_its_own_alone() -> None:
 
 
 def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Path) -> None:
-    from backends.devices import resolve
+    from graphcheck.backends.devices import resolve
     from graphcheck.cli import main
 
     cpu = resolve("cpu")
@@ -202,8 +202,8 @@ def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Pat
 
 
 def test_replay_hints_follow_the_backend_and_the_engine() -> None:
-    from backends.devices import resolve
-    from backends.engine import Engine
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.engine import Engine
 
     emulated_cuda = SimpleNamespace(name="cuda", emulated=True)
     assert replay_command(emulated_cuda, ["a", "b"]) == (

@@ -16,8 +16,8 @@ from graphcheck.scenario import (
     StepResult,
     validate,
 )
-from reference import ReferenceDecoder, add_mod, decode, judge_row, make_weights, reasoning_status_at
-from reference.weights import NPOS, Weights
+from graphcheck.reference import ReferenceDecoder, add_mod, decode, judge_row, make_weights, reasoning_status_at
+from graphcheck.reference.weights import NPOS, Weights
 
 # ---------------------------------------------------------------------------
 # A slow, independent restatement of README §1 (plain loops over positions).
@@ -356,7 +356,7 @@ def test_every_emitted_token_is_justified_by_the_slow_model(strategy: str) -> No
 
 @pytest.mark.parametrize("naive", [False, True])
 def test_row_ambiguity_reaches_the_step_result(naive: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import reference.decoder as decoder_module
+    import graphcheck.reference.decoder as decoder_module
 
     real_judge, real_sample = decoder_module.judge_row, decoder_module.sample
 

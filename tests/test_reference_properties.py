@@ -19,7 +19,7 @@ from graphcheck.scenario import (
     StepResult,
     validate,
 )
-from reference import ReferenceDecoder, decode, reasoning_status_at
+from graphcheck.reference import ReferenceDecoder, decode, reasoning_status_at
 
 
 @st.composite

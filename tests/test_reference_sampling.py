@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from reference.rng import uniform, uniform_open0
-from reference.sampling import (
+from graphcheck.reference.rng import uniform, uniform_open0
+from graphcheck.reference.sampling import (
     Candidates,
     candidates,
     greedy,

@@ -7,8 +7,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pytest
 
-from reference.rng import add_mod, uniform
-from reference.verify import RowVerdict, VerifyInput, judge_row, naive_step, verify
+from graphcheck.reference.rng import add_mod, uniform
+from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row, naive_step, verify
 
 V = 8
 EOS = (7, 6)

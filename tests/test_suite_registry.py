@@ -17,7 +17,7 @@ import pytest
 
 from graphcheck import exitcodes, suite_registry
 from graphcheck.cli import main
-from graphcheck.cli_errors import UsageError
+from graphcheck.errors import InputError
 from graphcheck.suite_registry import ENTRY_POINT_GROUP, Suite, collect, load_suites
 
 PLUGIN = '''
@@ -51,7 +51,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable
 
 
 def test_builtin_suites_come_in_their_order() -> None:
-    from suites import SUITES
+    from graphcheck.suites import SUITES
 
     assert list(load_suites()) == list(SUITES) and list(SUITES)[-1] == "all"
     assert all(isinstance(s, Suite) for s in load_suites().values())
@@ -60,9 +60,9 @@ def test_builtin_suites_come_in_their_order() -> None:
 def test_collect_accepts_a_suite_an_iterable_or_a_mapping_and_rejects_clashes() -> None:
     a, b, c = (Suite(n, n, lambda: None, ()) for n in "abc")
     assert list(collect([("x", a), ("y", [b]), ("z", {"c": c})])) == ["a", "b", "c"]
-    with pytest.raises(UsageError, match="'a' is defined twice: by x and by y"):
+    with pytest.raises(InputError, match="'a' is defined twice: by x and by y"):
         collect([("x", a), ("y", (a,))])
-    with pytest.raises(UsageError, match="suites from y: expected a Suite"):
+    with pytest.raises(InputError, match="suites from y: expected a Suite"):
         collect([("y", 42)])
 
 

@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from backends.engine import Engine
-from backends.engine.transfer import overwrite, release_slots
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine import Engine
+from graphcheck.backends.engine.transfer import overwrite, release_slots
+from graphcheck.backends.graphs.kernels import kernel
 from graphcheck.scenario import SEED_MODULUS, EngineConfig, Scenario, validate
 from graphcheck.strategies import scenarios
-from suites import SUITES
-from suites.lifecycle_machine import LifecycleMachine
-from suites.properties import backend_from_env, check, property_test
+from graphcheck.suites import SUITES
+from graphcheck.suites.lifecycle_machine import LifecycleMachine
+from graphcheck.suites.properties import backend_from_env, check, property_test
 from _layers import fast_first, slow
 
 
@@ -187,7 +187,7 @@ class PaddingWritesRealPages(Engine):
     """
 
     def _patched(self, run: Callable[[], Any]) -> Any:
-        import backends.engine.engine as module
+        import graphcheck.backends.engine.engine as module
 
         original = module.pack_target_inputs
 

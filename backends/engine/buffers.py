@@ -21,7 +21,7 @@ from typing import Any
 
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig
 
-from backends.engine.blocks import blocks_per_seq, num_blocks_for
+from graphcheck.backends.engine.blocks import blocks_per_seq, num_blocks_for
 
 PAD_TOKEN = 0  # token id of padded packed-token rows (any id < vocab works)
 

@@ -37,7 +37,7 @@ Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
 
-Faults (``backends.engine.faults``; all off unless injected) switch a real
+Faults (``graphcheck.backends.engine.faults``; all off unless injected) switch a real
 path, here or in the kernel this module hands a keyword flag:
 
 * buffers and capture: slots-sized-by-max-num-seqs (``BufferSizes.for_config``),
@@ -64,8 +64,8 @@ import numpy as np
 
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
 
-from backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
-from backends.engine.faults import (
+from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
+from graphcheck.backends.engine.faults import (
     CAPTURED_TEMPORARY_FREED,
     CLONE_HELD_PER_STEP,
     DRAFT_PADDING_WRITES_KV,
@@ -86,17 +86,17 @@ from backends.engine.faults import (
     check_faults,
     fault_on,
 )
-from backends.engine.forward import draft_forward, target_forward
-from backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
-from backends.engine.sampling import (
+from graphcheck.backends.engine.forward import draft_forward, target_forward
+from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
+from graphcheck.backends.engine.sampling import (
     RowParams,
     advance_infer_seed,
     build_sampling_params,
     sample_tokens,
     topp_candidates,
 )
-from backends.engine.scheduler import Request, Scheduler, reasoning_status_at
-from backends.engine.transfer import (
+from graphcheck.backends.engine.scheduler import Request, Scheduler, reasoning_status_at
+from graphcheck.backends.engine.transfer import (
     ADMIT_INT_COLUMNS,
     ADMIT_MAX_DEC_LEN,
     ADMIT_PROMPT_LEN,
@@ -118,11 +118,11 @@ from backends.engine.transfer import (
     write_block_entries,
     write_slot_values,
 )
-from backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
-from backends.engine.verify import verify_drafts
-from backends.engine.weights import EngineWeights
-from backends.graphs.base import iter_tensors
-from backends.xp import make_ops
+from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
+from graphcheck.backends.engine.verify import verify_drafts
+from graphcheck.backends.engine.weights import EngineWeights
+from graphcheck.backends.graphs.base import iter_tensors
+from graphcheck.backends.xp import make_ops
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class Engine:
             "offsets_cut_short": self._fault(OFFSETS_CUT_SHORT),
         }
         if isinstance(device, str):
-            from backends.devices import resolve
+            from graphcheck.backends.devices import resolve
 
             device = resolve(device)
         self.device = device
@@ -289,7 +289,7 @@ class Engine:
         return sum(self.xp.nbytes(t) for t in seen.values())
 
     def _fault(self, name: str) -> bool:
-        """Whether the injected fault ``name`` (a ``backends.engine.faults`` constant) is on."""
+        """Whether the injected fault ``name`` (a ``graphcheck.backends.engine.faults`` constant) is on."""
         return fault_on(self.faults, name)
 
     # ------------------------------------------------------------------ host-side planning

@@ -8,8 +8,8 @@ KV rows of its slot's blocks over all ``blocks_per_seq * block_size`` positions
 
 from __future__ import annotations
 
-from backends.engine.blocks import SINK_BLOCK
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.blocks import SINK_BLOCK
+from graphcheck.backends.graphs.kernels import kernel
 
 NPOS_WRAP = 16  # wrap() maps into -8..7
 

@@ -10,9 +10,9 @@ position 0, the sink KV row), so a graph never reads a previous step's leftovers
 
 from __future__ import annotations
 
-from backends.engine.blocks import SINK_BLOCK
-from backends.engine.buffers import PAD_TOKEN
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.blocks import SINK_BLOCK
+from graphcheck.backends.engine.buffers import PAD_TOKEN
+from graphcheck.backends.graphs.kernels import kernel
 
 
 def segments(xp, counts, num_tokens):
@@ -52,7 +52,7 @@ def pack_target_inputs(
     slots take ``draft_tokens[b, :n]`` (last committed token, then the drafts)
     and emit one output row per token. Positions start at ``seq_lens_decoder``.
 
-    Fault switches (``backends.engine.faults``), both off in a correct engine:
+    Fault switches (``graphcheck.backends.engine.faults``), both off in a correct engine:
     ``stale_padding`` (stale-padding-rows) resets only the token ids, positions
     and output token index of padding rows and leaves their batch ids, KV slot
     mapping and output-row owners as an earlier batch wrote them;
@@ -119,7 +119,7 @@ def pack_draft_inputs(
     Substep s >= 1: one token per active slot, its last proposal with its last
     draft hidden state. ``target_hidden`` is only read on substep 0.
 
-    Fault switches (``backends.engine.faults``), both off in a correct engine:
+    Fault switches (``graphcheck.backends.engine.faults``), both off in a correct engine:
     ``padding_writes_kv`` (draft-padding-writes-kv) maps padding rows to slot
     0's first KV row instead of the sink; ``offsets_cut_short``
     (offsets-cut-short) writes ``d_cu_seqlens[:G]`` only, leaving the last

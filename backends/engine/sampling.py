@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backends.engine.rng import add_mod, uniform, uniform_open0
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.rng import add_mod, uniform, uniform_open0
+from graphcheck.backends.graphs.kernels import kernel
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from graphcheck.scenario import EngineConfig, RequestSpec
 
-from backends.engine.blocks import BlockAllocator, blocks_per_seq, num_blocks_for
+from graphcheck.backends.engine.blocks import BlockAllocator, blocks_per_seq, num_blocks_for
 
 
 def reasoning_status_at(spec: RequestSpec, t: int) -> int:

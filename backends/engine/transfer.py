@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backends.engine.buffers import SLOT_IDLE
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.buffers import SLOT_IDLE
+from graphcheck.backends.graphs.kernels import kernel
 
 # Column layout of AdmitBatch.ints.
 ADMIT_PROMPT_LEN, ADMIT_MAX_DEC_LEN, ADMIT_SEED, ADMIT_TOP_K, ADMIT_REASONING = range(5)

@@ -13,9 +13,9 @@ padded slots keep their idle values.
 
 from __future__ import annotations
 
-from backends.engine.sampling import running_mask
-from backends.engine.verify import eos_scan
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.sampling import running_mask
+from graphcheck.backends.engine.verify import eos_scan
+from graphcheck.backends.graphs.kernels import kernel
 
 
 @kernel

@@ -10,8 +10,8 @@ run at the first stop. Only running slots are written.
 
 from __future__ import annotations
 
-from backends.engine.sampling import first_true, running_mask
-from backends.graphs.kernels import kernel
+from graphcheck.backends.engine.sampling import first_true, running_mask
+from graphcheck.backends.graphs.kernels import kernel
 
 
 def eos_scan(xp, tokens, count, step_idx, max_dec_len, eos_ids):

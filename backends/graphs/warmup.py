@@ -14,8 +14,8 @@ contract is that a capture leaves no side effects, so:
   region's own allocations (paddle has no op hook that would; for torch the
   dispatch mode already did, so noting them again changes nothing).
 
-Both refuse :func:`~backends.graphs.kernels.host_sync` and issue kernels through
-:func:`~backends.graphs.kernels.launch`.
+Both refuse :func:`~graphcheck.backends.graphs.kernels.host_sync` and issue kernels through
+:func:`~graphcheck.backends.graphs.kernels.launch`.
 """
 
 from __future__ import annotations

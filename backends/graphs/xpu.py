@@ -3,7 +3,7 @@
 On a Paddle-XPU build, ``paddle.device.cuda.graphs.CUDAGraph(place=paddle.XPUPlace(i))``
 captures XPU graphs (docs/bug-classes.md covers the traps): ``capture_begin()``, the region,
 ``capture_end()``, then ``replay()``; ``reset()`` frees the graph. The recipe follows
-FastDeploy's XPU capture loop and :mod:`backends.graphs.cuda`:
+FastDeploy's XPU capture loop and :mod:`graphcheck.backends.graphs.cuda`:
 
 * warm up: run the region ``warmup_iters`` times for real, with a kernel observer
   that snapshots every pre-existing storage a kernel touches before its first touch;
@@ -15,11 +15,11 @@ FastDeploy's XPU capture loop and :mod:`backends.graphs.cuda`:
 * restore the snapshots and synchronise, so the capture leaves no side effects.
 
 The warm-up and capture observers are shared with the other device runners
-(:mod:`backends.graphs.warmup`).
+(:mod:`graphcheck.backends.graphs.warmup`).
 
 Default memory pool and ``thread_local`` mode, as FastDeploy uses them. Paddle is
 imported only when a runner is made; the runner is used only when paddle reports
-an XPU (``backends.devices``). It cannot run on machines without one.
+an XPU (``graphcheck.backends.devices``). It cannot run on machines without one.
 """
 
 from __future__ import annotations

@@ -7,16 +7,16 @@ imported only when its facade is asked for.
 
 from __future__ import annotations
 
-from backends.xp.base import ArrayOps
+from graphcheck.backends.xp.base import ArrayOps
 
 
 def make_ops(framework: str = "torch", device: str = "cpu") -> ArrayOps:
     if framework == "torch":
-        from backends.xp.torch_xp import TorchArrayOps
+        from graphcheck.backends.xp.torch_xp import TorchArrayOps
 
         return TorchArrayOps(device)
     if framework == "paddle":
-        from backends.xp.paddle_xp import PaddleArrayOps
+        from graphcheck.backends.xp.paddle_xp import PaddleArrayOps
 
         return PaddleArrayOps(device)
     raise ValueError(f"no array facade for framework {framework!r} (have: torch, paddle)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backends.graphs.kernels import host_sync
-from backends.xp.base import ArrayOps, Tensor
+from graphcheck.backends.graphs.kernels import host_sync
+from graphcheck.backends.xp.base import ArrayOps, Tensor
 
 
 class TorchArrayOps(ArrayOps):

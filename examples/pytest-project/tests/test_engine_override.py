@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.engine import Engine
+from graphcheck.backends.engine import Engine
 from graphcheck.examples import demo_scenario
 
 
