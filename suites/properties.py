@@ -8,8 +8,8 @@ replayable scenario JSON.
 
 The backend comes from ``GRAPHCHECK_BACKEND`` (default ``cpu``), and
 ``GRAPHCHECK_EMULATE=1`` runs that backend's framework path on the CPU with
-the emulated graph runner. ``pytest suites/`` runs every suite with the
-active Hypothesis profile (``HYPOTHESIS_PROFILE``).
+the emulated graph runner. ``pytest tests/test_suites.py`` runs every suite
+with the active Hypothesis profile (``HYPOTHESIS_PROFILE``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from graphcheck.lockstep import EngineFactory, Lockstep
 from graphcheck.records import CheckOutcome
 from graphcheck.scenario import Scenario
 from graphcheck.threads import single_threaded  # re-exported for suites and tests
-from graphcheck.suites import SUITES, Suite
+from graphcheck.suites import Suite
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,9 +78,4 @@ def property_test(
     return given(suite.strategy())(test)
 
 
-# One collectable test per suite: test_suite_addresses, test_suite_padding, ...
 __all__ = ["assert_clean", "backend_from_env", "check", "failure_message", "property_test", "single_threaded"]
-for _suite in SUITES.values():
-    globals()[f"test_suite_{_suite.name}"] = property_test(_suite)
-    __all__.append(f"test_suite_{_suite.name}")
-del _suite

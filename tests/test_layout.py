@@ -135,3 +135,11 @@ def test_only_the_command_line_knows_exit_codes() -> None:
             text = path.read_text(encoding="utf-8")
             if str(path.relative_to(ROOT)) not in CLI_MODULES:
                 assert "sys.exit(" not in text, f"{path.relative_to(ROOT)} exits the process itself"
+
+
+def test_installed_packages_hold_no_tests() -> None:
+    """pytest would import a test module inside reference/, backends/ or suites/ by its folder name,
+    a second copy beside graphcheck.<name>: the tests live in tests/ only."""
+    found = [str(p.relative_to(ROOT)) for folder in ("graphcheck", *MAPPED) for p in (ROOT / folder).rglob("*.py")
+             if p.name == "conftest.py" or p.name.startswith("test_")]
+    assert not found, found
