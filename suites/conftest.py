@@ -10,8 +10,8 @@ import os
 
 from hypothesis import settings
 
-from graphcheck.pytest_plugin import PROFILE_EXAMPLES, profile_settings
+from graphcheck.pytest_plugin import TEST_PROFILE_EXAMPLES, profile_settings
 
-for _name in PROFILE_EXAMPLES:
+for _name in TEST_PROFILE_EXAMPLES:
     settings.register_profile(_name, **profile_settings(_name))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
