@@ -128,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings.load_profile(profile_name(name))
     except InvalidArgument:
-        raise pytest.InputError(
+        raise pytest.UsageError(
             f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
             f"{', '.join(TEST_PROFILE_EXAMPLES)}, others must be registered by your project first"
         ) from None

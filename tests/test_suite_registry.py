@@ -88,7 +88,7 @@ def test_a_plugin_suite_finds_a_fault(plugin, tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.parametrize("value, words", [
-    ("graphcheck_tiny_suites:CLASH", "'padding' is defined twice: by suites:SUITES and by entry point tiny-plugin"),
+    ("graphcheck_tiny_suites:CLASH", "'padding' is defined twice: by graphcheck.suites:SUITES and by entry point tiny-plugin"),
     ("graphcheck_tiny_suites:NOT_SUITES", "expected a Suite"),
     ("graphcheck_tiny_suites:MISSING", "entry point tiny-plugin (graphcheck_tiny_suites:MISSING) failed to load"),
     ("no_such_module_anywhere:SUITES", "failed to load"),
