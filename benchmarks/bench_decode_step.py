@@ -24,9 +24,9 @@ pytest.importorskip("pytest_benchmark")
 torch = pytest.importorskip("torch")
 
 from graphcheck.backends.engine import Engine  # noqa: E402
-from graphcheck.bench import DECODE_MODES  # noqa: E402
-from graphcheck.scenario import EngineConfig, RequestSpec  # noqa: E402
+from graphcheck.bench.run import DECODE_MODES  # noqa: E402
 from graphcheck.reference import make_weights  # noqa: E402
+from graphcheck.scenario import EngineConfig, RequestSpec  # noqa: E402
 
 QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
 RUNNING = (1, 8) if QUICK else (1, 8, 32, 64)

@@ -11,7 +11,7 @@ scenario (queueing, abort, reasoning excursion, forced accepts, seed wrap).
 
 Each round builds a fresh ``Lockstep`` outside the timed region (engines and
 graph captures) and times ``run()``, the step loop. The runner's timing hook
-(graphcheck.timings) splits that loop into reference, eager engine, graph
+(graphcheck.check.timings) splits that loop into reference, eager engine, graph
 engine, record and diff time; ``extra_info`` carries the sums over all rounds
 and the checking overhead = loop wall / (eager + graph engine time), which
 ``graphcheck bench`` checks against its target.
@@ -26,10 +26,10 @@ import pytest
 
 pytest.importorskip("pytest_benchmark")
 
-from graphcheck.examples import demo_scenario  # noqa: E402
-from graphcheck.lockstep import Lockstep  # noqa: E402
+from graphcheck.check.lockstep import Lockstep  # noqa: E402
+from graphcheck.check.timings import LockstepTimings, overhead_target  # noqa: E402
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, validate  # noqa: E402
-from graphcheck.timings import LockstepTimings, overhead_target  # noqa: E402
+from graphcheck.search.builtin import demo_scenario  # noqa: E402
 
 QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
 BATCHES = (1, 4) if QUICK else (1, 4, 8, 16)

@@ -27,14 +27,14 @@ _PUBLIC = {
     "load_scenario": "graphcheck.scenario",
     # drawing scenarios
     "scenarios": "graphcheck.strategies",
-    "Suite": "graphcheck.suite_registry",
+    "Suite": "graphcheck.search.suite_registry",
     # checking them
     "resolve": "graphcheck.backends.devices",
-    "check_scenario": "graphcheck.lockstep",
-    "LockstepRunner": "graphcheck.harness",
-    "ScenarioDiverged": "graphcheck.harness",
-    "CheckOutcome": "graphcheck.records",
-    "Divergence": "graphcheck.diff",
+    "check_scenario": "graphcheck.check.lockstep",
+    "LockstepRunner": "graphcheck.check.runner",
+    "ScenarioDiverged": "graphcheck.check.runner",
+    "CheckOutcome": "graphcheck.check.records",
+    "Divergence": "graphcheck.check.diff",
     # checking your own engine
     "EngineAdapter": "graphcheck.adapter",
     "EngineFactory": "graphcheck.adapter",
@@ -42,7 +42,7 @@ _PUBLIC = {
     "GraphcheckError": "graphcheck.errors",
     "InputError": "graphcheck.errors",
     "BackendUnavailableError": "graphcheck.errors",
-    "EngineOutOfMemory": "graphcheck.records",
+    "EngineOutOfMemory": "graphcheck.check.records",
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -28,7 +28,7 @@ Fixtures (nothing runs until a test asks for one):
   built-in engine by default. Override it in a conftest.py or a test module
   (scope ``"module"`` or ``"session"``) to check your own engine
   (docs/adapters.md).
-* ``graphcheck_lockstep`` (module): a ``graphcheck.harness.LockstepRunner``;
+* ``graphcheck_lockstep`` (module): a ``graphcheck.check.runner.LockstepRunner``;
   ``graphcheck_lockstep(scenario, faults=[...])`` returns the CheckOutcome,
   ``graphcheck_lockstep.build(scenario)`` the Lockstep to step yourself.
 * ``graphcheck_check`` (module): ``graphcheck_check(scenario, faults=[...])``
@@ -47,13 +47,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 if TYPE_CHECKING:
-    from graphcheck.backends.devices import Device
     from graphcheck.adapter import EngineFactory
-    from graphcheck.harness import LockstepRunner
-    from graphcheck.records import CheckOutcome
+    from graphcheck.backends.devices import Device
+    from graphcheck.check.records import CheckOutcome
+    from graphcheck.check.runner import LockstepRunner
 
-#: graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py).
-PROFILE_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
+#: examples per test of graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py);
+#: ``graphcheck run --profile`` has its own, fewer (graphcheck.cli.run.RUN_PROFILE_EXAMPLES)
+TEST_PROFILE_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
 PROFILE_PREFIX = "graphcheck-"
 
 
@@ -91,7 +92,7 @@ def profile_settings(name: str) -> dict[str, Any]:
     else:
         extra = {"print_blob": False, "derandomize": False}
     return dict(
-        parent=settings.get_profile("default"), max_examples=PROFILE_EXAMPLES[name], deadline=None,
+        parent=settings.get_profile("default"), max_examples=TEST_PROFILE_EXAMPLES[name], deadline=None,
         suppress_health_check=[HealthCheck.too_slow], **extra,
     )
 
@@ -107,13 +108,13 @@ def register_profiles() -> None:
     from hypothesis import Phase, settings
 
     phases = [p for p in Phase if p is not Phase.explain]
-    for name in PROFILE_EXAMPLES:
+    for name in TEST_PROFILE_EXAMPLES:
         settings.register_profile(PROFILE_PREFIX + name, phases=phases, **profile_settings(name))
 
 
 def profile_name(name: str) -> str:
     """The registered Hypothesis profile ``--graphcheck-profile NAME`` loads."""
-    return PROFILE_PREFIX + name if name in PROFILE_EXAMPLES else name
+    return PROFILE_PREFIX + name if name in TEST_PROFILE_EXAMPLES else name
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -129,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except InvalidArgument:
         raise pytest.UsageError(
             f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
-            f"{', '.join(PROFILE_EXAMPLES)}, others must be registered by your project first"
+            f"{', '.join(TEST_PROFILE_EXAMPLES)}, others must be registered by your project first"
         ) from None
 
 
@@ -175,7 +176,7 @@ def graphcheck_engine_factory() -> EngineFactory:
 @pytest.fixture(scope="module")
 def graphcheck_lockstep(graphcheck_backend: Device, graphcheck_engine_factory: EngineFactory) -> LockstepRunner:
     """``graphcheck_lockstep(scenario, faults=())`` -> CheckOutcome; ``.build(scenario)`` -> Lockstep."""
-    from graphcheck.harness import LockstepRunner
+    from graphcheck.check.runner import LockstepRunner
 
     return LockstepRunner(graphcheck_backend, graphcheck_engine_factory)
 

@@ -1,16 +1,16 @@
 """The suites users run (``graphcheck run --suite NAME``, ``pytest tests/test_suites.py -k NAME``).
 
-A Suite (``graphcheck.suite_registry.Suite``) is a focused scenario strategy
+A Suite (``graphcheck.search.suite_registry.Suite``) is a focused scenario strategy
 (``suites/scenarios.py``) plus the bug classes it targets (numbers of
 docs/bug-classes.md). Its property is always the same: the lockstep run of a
 drawn scenario has no failing divergence (``graphcheck.suites.properties.check``). ``SUITES`` is the registry, in run order; ``all``
 is the general strategy that mixes every dimension. ``graphcheck run`` finds
-this registry by name (``graphcheck.suite_registry.load_suites``).
+this registry by name (``graphcheck.search.suite_registry.load_suites``).
 """
 
 from __future__ import annotations
 
-from graphcheck.suite_registry import Suite
+from graphcheck.search.suite_registry import Suite
 from graphcheck.suites import scenarios as sc
 
 SUITES: dict[str, Suite] = {

@@ -21,10 +21,10 @@ from typing import Any, Sequence
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from graphcheck.lockstep import EngineFactory, Lockstep
+from graphcheck.check.lockstep import EngineFactory, Lockstep
+from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, Scenario, validate
 from graphcheck.strategies import engine_configs, request_specs
-from graphcheck.threads import single_threaded
 from graphcheck.suites.properties import backend_from_env, failure_message
 
 #: Requests waiting or running at once, beyond which ``join`` is not offered (keeps runs cheap).

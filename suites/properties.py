@@ -19,10 +19,10 @@ from typing import Any, Callable, Sequence
 
 from hypothesis import given
 
-from graphcheck.lockstep import EngineFactory, Lockstep
-from graphcheck.records import CheckOutcome
+from graphcheck.check.lockstep import EngineFactory, Lockstep
+from graphcheck.check.records import CheckOutcome
+from graphcheck.check.threads import single_threaded  # re-exported for suites and tests
 from graphcheck.scenario import Scenario
-from graphcheck.threads import single_threaded  # re-exported for suites and tests
 from graphcheck.suites import Suite
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS
 from graphcheck.driver import apply_events  # noqa: F401  (re-exported for tests)
-from graphcheck.examples import demo_scenario
+from graphcheck.search.builtin import demo_scenario
 if TYPE_CHECKING:
     from graphcheck.backends.engine import Engine
     from graphcheck.reference.weights import Weights

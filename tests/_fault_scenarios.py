@@ -30,7 +30,7 @@ from graphcheck.backends.engine.faults import (
     UNSLICED_GRAPH_OUTPUT,
     WARMUP_STATE_LEAKS,
 )
-from graphcheck.examples import demo_scenario, late_joiner, shrinking_batch
+from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch
 from graphcheck.scenario import (
     AcceptOverride,
     EngineConfig,

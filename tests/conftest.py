@@ -7,10 +7,10 @@ import os
 import pytest
 from hypothesis import settings
 
-from graphcheck.pytest_plugin import PROFILE_EXAMPLES, profile_settings
+from graphcheck.pytest_plugin import TEST_PROFILE_EXAMPLES, profile_settings
 
 # ci: small and deadline-free for a 2-core box; dev: the default; thorough: for nightly runs.
-for _name in PROFILE_EXAMPLES:
+for _name in TEST_PROFILE_EXAMPLES:
     settings.register_profile(_name, **profile_settings(_name))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Sequence
 
-from graphcheck.diff import Divergence
-from graphcheck.examples import demo_scenario
-from graphcheck.records import SOURCES, Binding, CheckOutcome, StepRecord
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import SOURCES, Binding, CheckOutcome, StepRecord
 from graphcheck.report import RunInfo, SuiteRun
 from graphcheck.scenario import SEED_MODULUS, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.search.builtin import demo_scenario
 
 STALE_CAPTURED = 0x7F3A_0000_4000
 STALE_CURRENT = 0x7F3A_0001_8000

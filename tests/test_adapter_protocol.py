@@ -31,9 +31,9 @@ from graphcheck.adapter import (
     SlotCapacity,
     StepReport,
 )
-from graphcheck.examples import demo_scenario
-from graphcheck.harness import LockstepRunner
+from graphcheck.check.runner import LockstepRunner
 from graphcheck.scenario import RequestSpec, StepResult
+from graphcheck.search.builtin import demo_scenario
 
 torch = pytest.importorskip("torch")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from graphcheck.backends.devices import resolve
-from graphcheck import exitcodes
-from graphcheck.bench import BenchSummary, LockstepRow, summarise
+from graphcheck.bench.run import BenchSummary, LockstepRow, summarise
+from graphcheck.check.lockstep import Lockstep
+from graphcheck.check.timings import STEP_PHASES, LockstepTimings, checking_overhead, overhead_target, steps_per_second
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
-from graphcheck.examples import demo_scenario
-from graphcheck.lockstep import Lockstep
-from graphcheck.timings import STEP_PHASES, LockstepTimings, checking_overhead, overhead_target, steps_per_second
+from graphcheck.search.builtin import demo_scenario
 from _layers import slow
 
 

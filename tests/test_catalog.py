@@ -21,16 +21,18 @@ import pytest
 from hypothesis import strategies as st
 
 from graphcheck.backends.engine.faults import FAULTS
-from graphcheck import baseline, exitcodes
-from graphcheck.baseline import BaselineResult, CaseResult, first_difference, generated_tokens, run_baseline
-from graphcheck.catalog import CatalogResult, CatalogSettings, CleanResult, FaultResult, suite_plan, summarize
+from graphcheck.catalog import baseline
+from graphcheck.catalog.baseline import BaselineResult, CaseResult, first_difference, generated_tokens, run_baseline
+from graphcheck.catalog.run import CatalogResult, CatalogSettings, CleanResult, FaultResult, suite_plan, summarize
+from graphcheck.check.diff import Divergence
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.records import CheckOutcome
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
-from graphcheck.diff import Divergence
-from graphcheck.lockstep import check_scenario
-from graphcheck.records import CheckOutcome
-from graphcheck.report.catalog import CatalogInfo, write_catalog
+from graphcheck.report.catalog import write_catalog
+from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
-from graphcheck.timed_search import Detection, SearchResult, Shrunk, timed_search
+from graphcheck.search.timed_search import Detection, SearchResult, Shrunk, timed_search
 from graphcheck.suites import SUITES
 from graphcheck.suites.properties import backend_from_env
 from _layers import slow
@@ -314,7 +316,7 @@ def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
     """Real devices run each fault in a spawned process; the result comes back whole."""
     from graphcheck.backends.devices import resolve
-    from graphcheck.catalog import CatalogSettings, _isolated
+    from graphcheck.catalog.run import CatalogSettings, _isolated
 
     cfg = CatalogSettings(budget_s=10, shrink_s=2)
     search = _isolated("search", "host-sync-in-capture", resolve("cpu"), cfg, tmp_path)

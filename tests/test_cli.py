@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck import exitcodes
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
-from graphcheck.examples import demo_scenario
 from graphcheck.scenario import Scenario
+from graphcheck.search.builtin import demo_scenario
 from _layers import slow
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck import exitcodes
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
 from graphcheck.scenario import Scenario
 from _layers import fast_first  # every case is slow: tests/test_cli_hardening.py runs a fault through the CLI fast

@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from _fault_scenarios import FAULT_SCENARIOS
-from graphcheck import commands, exitcodes, fuzz
-from graphcheck.cli import main
-from graphcheck.console import plain
-from graphcheck.examples import demo_scenario
-from graphcheck.progress import RunProgress
+from graphcheck.cli import common, exitcodes, main
+from graphcheck.cli import run as run_module
+from graphcheck.cli.console import plain
+from graphcheck.cli.progress import RunProgress
 from graphcheck.scenario import Scenario
-from graphcheck.suite_registry import Suite
+from graphcheck.search import fuzz
+from graphcheck.search.builtin import demo_scenario
+from graphcheck.search.suite_registry import Suite
 
 FAULT = "stale-padding-rows"
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,7 @@ def one_scenario_suite(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def install(scenario: Scenario) -> None:
         suite = Suite("fixed", "one fixed scenario", lambda: st.just(scenario), (3,))
-        monkeypatch.setattr(commands, "pick_suites", lambda names: [suite])
+        monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
 
     return install
 
@@ -154,13 +155,13 @@ def test_an_unwritable_default_database_is_a_loud_warning(
     monkeypatch.delenv("GRAPHCHECK_DATABASE", raising=False)
     monkeypatch.chdir(tmp_path)
     Path(".hypothesis").write_text("a file where the default database folder would go")
-    spec, db = commands.open_database(None)
+    spec, db = common.open_database(None)
     assert spec.kind == "none" and db is None
     assert "warning" in capsys.readouterr().err
 
 
 def test_report_folders_are_unique_within_one_second(tmp_path: Path) -> None:
-    claimed = [commands.claim_run_dir(tmp_path)[1] for _ in range(5)]
+    claimed = [common.claim_run_dir(tmp_path)[1] for _ in range(5)]
     assert len(set(claimed)) == 5 and all(p.is_dir() for p in claimed)
 
 
@@ -273,6 +274,6 @@ def test_a_clean_run_reports_its_fuzzing_per_suite(tmp_path: Path, capsys: pytes
 
 
 def test_summary_counts_are_singular_when_one() -> None:
-    from graphcheck.progress import plural
+    from graphcheck.cli.progress import plural
 
     assert plural(1, "request") == "1 request" and plural(2, "step") == "2 steps" and plural(1200, "x") == "1,200 xs"

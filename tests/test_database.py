@@ -23,12 +23,12 @@ from typing import Iterator
 import pytest
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from graphcheck import exitcodes
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
 from graphcheck.errors import InputError
-from graphcheck.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
-from graphcheck.fuzz import SearchInterrupted, fuzz_suite
 from graphcheck.scenario import Scenario
+from graphcheck.search.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
+from graphcheck.search.fuzz import SearchInterrupted, fuzz_suite
 from _layers import slow
 
 FAULT = "naive-seed-frozen"
@@ -98,7 +98,7 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
 
 
 def test_keyed_database_keeps_searches_apart(tmp_path: Path) -> None:
-    from graphcheck.database import KeyedDatabase
+    from graphcheck.search.database import KeyedDatabase
 
     inner = DirectoryBasedExampleDatabase(str(tmp_path))
     a, b = KeyedDatabase(inner, b"search-a"), KeyedDatabase(inner, b"search-b")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from graphcheck.backends.devices import Device, resolve
 from graphcheck.backends.engine.faults import HOST_SYNC_IN_CAPTURE
-from graphcheck.examples import demo_scenario
-from graphcheck.fuzz import fuzz_suite
-from graphcheck.lockstep import check_scenario
-from graphcheck.timed_search import timed_search
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.search.builtin import demo_scenario
+from graphcheck.search.fuzz import fuzz_suite
+from graphcheck.search.timed_search import timed_search
 from graphcheck.suites import SUITES
 
 STICKY = "AcceleratorError: CUDA error: device-side assert triggered"
@@ -77,9 +77,10 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     """`graphcheck run` on a device an engine failure poisoned: exit 1, one unshrunk outcome, no later checks."""
     import json
 
-    from graphcheck import cli, commands
+    from graphcheck import cli
+    from graphcheck.cli import run as run_module
 
-    monkeypatch.setattr(commands, "resolve_backend", lambda name, emulate: as_device(PoisonedDevice))
+    monkeypatch.setattr(run_module, "resolve_backend", lambda name, emulate: as_device(PoisonedDevice))
     code = cli.main(["run", "--suite", "addresses", "--suite", "padding", "--inject", HOST_SYNC_IN_CAPTURE,
                      "--examples", "5", "--database", "none", "--quiet", "--keep-going", "--report-dir", str(tmp_path)])
     assert code == 1
@@ -92,8 +93,8 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
 
 
 def test_an_unshrunk_outcome_is_shown_in_its_suites_row_only() -> None:
-    from graphcheck.console import summary_table
-    from graphcheck.fuzz import FuzzResult, label_found
+    from graphcheck.cli.console import summary_table
+    from graphcheck.search.fuzz import FuzzResult, label_found
 
     outcome = check_scenario(demo_scenario(num_steps=3), as_device(PoisonedDevice), faults=[HOST_SYNC_IN_CAPTURE])
     assert label_found(outcome, "addresses") is True

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from _layers import fast_first
-from graphcheck.examples import demo_scenario
+from graphcheck.search.builtin import demo_scenario
 from graphcheck.scenario import (
     DEFAULT_MAX_ENGINE_BYTES,
     MAX_ENGINE_MEMORY_ENV,
@@ -146,7 +146,7 @@ def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
     pytest.importorskip("torch")
     from graphcheck.backends.devices import resolve
     from graphcheck.backends.graphs.torch_ops import TorchOps
-    from graphcheck.lockstep import Lockstep
+    from graphcheck.check.lockstep import Lockstep
 
     tracker = _tracker_class()()
     snapshot = TorchOps.snapshot
@@ -376,8 +376,8 @@ def _oom_errors() -> list[BaseException]:
 def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: str, index: int) -> None:
     from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
-    from graphcheck.lockstep import Lockstep
-    from graphcheck.records import EngineOutOfMemory
+    from graphcheck.check.lockstep import Lockstep
+    from graphcheck.check.records import EngineOutOfMemory
 
     error = _oom_errors()[index]
 
@@ -401,7 +401,7 @@ def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: s
 def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
     from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
-    from graphcheck.lockstep import Lockstep
+    from graphcheck.check.lockstep import Lockstep
 
     class Broken(Engine):
         def __init__(self, config, weights, *, use_graphs=True, **kwargs):
@@ -417,8 +417,8 @@ def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.Mo
     """A config validation would refuse, built anyway: torch cannot allocate it; no divergence."""
     pytest.importorskip("torch")
     from graphcheck.backends.devices import resolve
-    from graphcheck.lockstep import check_scenario
-    from graphcheck.records import EngineOutOfMemory
+    from graphcheck.check.lockstep import check_scenario
+    from graphcheck.check.records import EngineOutOfMemory
 
     import graphcheck.backends.engine.buffers as buffers
 

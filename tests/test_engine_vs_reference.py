@@ -17,7 +17,7 @@ from _engine_scenarios import (
     run_engine,
 )
 from graphcheck.backends.devices import resolve
-from graphcheck.threads import single_threaded
+from graphcheck.check.threads import single_threaded
 from _layers import fast_first
 
 torch = pytest.importorskip("torch")

@@ -2,7 +2,7 @@
 
 For every fault: with the fault on, ``check_scenario`` fails and its FIRST
 failing divergence has the expected kind, step and tensor; with no fault the
-same scenario is clean. Scenarios are fixed (graphcheck.examples and the
+same scenario is clean. Scenarios are fixed (graphcheck.search.builtin and the
 literals of tests/_fault_scenarios.py), so steps are asserted exactly.
 """
 
@@ -48,10 +48,10 @@ from graphcheck.backends.engine.faults import (
     check_faults,
     fault_on,
 )
-from graphcheck.examples import BUILTIN, demo_scenario, late_joiner, shrinking_batch
-from graphcheck.lockstep import Lockstep, bindings_of, check_scenario
-from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
+from graphcheck.check.lockstep import Lockstep, bindings_of, check_scenario
 from graphcheck.reference import make_weights
+from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
+from graphcheck.search.builtin import BUILTIN, demo_scenario, late_joiner, shrinking_batch
 from _layers import fast_first
 
 #: Every graph scope in the whole suite; the fast layer checks each fault in the ``step`` scope.

@@ -19,9 +19,11 @@ import pytest
 from hypothesis import given, strategies as st
 
 import report_samples as samples
-from graphcheck import exitcodes, github
-from graphcheck.cli import build_parser, main
-from graphcheck.diff import Divergence
+from graphcheck import github
+from graphcheck.check.diff import Divergence
+from graphcheck.cli import exitcodes
+from graphcheck.cli import main
+from graphcheck.cli.parser import build_parser
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, code, fit_utf8, md, render_summary, utf8
 from graphcheck.github.workflow import Annotation, escape_data, escape_property, source_location
 from graphcheck.report import ReportPaths
@@ -118,7 +120,7 @@ def test_workflow_gates_pull_requests_and_uploads_always() -> None:
 
 
 def test_workflow_uploads_the_database_graphcheck_uses() -> None:
-    database = pytest.importorskip("graphcheck.database")
+    database = pytest.importorskip("graphcheck.search.database")
     env = _workflow()["jobs"]["graphcheck"]["env"]
     assert Path(env["GRAPHCHECK_DATABASE"]) == database.DEFAULT_DIRECTORY
     assert env["GRAPHCHECK_REPORT_ARTIFACT"]

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from graphcheck.backends.devices import resolve
-from graphcheck.examples import demo_scenario
-from graphcheck.lockstep import Lockstep, check_scenario, expected_bucket
+from graphcheck.check.lockstep import Lockstep, check_scenario, expected_bucket
+from graphcheck.search.builtin import demo_scenario
 from _layers import fast_first
 
 
@@ -69,7 +69,7 @@ def test_rebound_buffer_is_an_address_divergence(cpu) -> None:
 
 
 def test_ambiguous_rows_never_fail(cpu) -> None:
-    from graphcheck.diff import DiffState, diff_steps
+    from graphcheck.check.diff import DiffState, diff_steps
     from graphcheck.scenario import RequestStep, StepResult
 
     ref = StepResult(0, (RequestStep("a", (1,), (), 4, 1, 3, False, ambiguous=True),))
@@ -116,7 +116,7 @@ def test_memory_growth_is_a_memory_divergence(cpu) -> None:
 
 
 def test_causes_come_before_consequences_within_a_step() -> None:
-    from graphcheck.diff import Divergence, failing
+    from graphcheck.check.diff import Divergence, failing
 
     token = Divergence("token", 4, "accept_tokens", "eager vs graph", (1,), (2,))
     address = Divergence("address", 4, "cu_seqlens_out", "graph capture vs replay", "0x1", "0x2")

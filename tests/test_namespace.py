@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 USER_TEST = '''
 import reference, backends, suites
 
-from graphcheck.examples import demo_scenario
+from graphcheck.search.builtin import demo_scenario
 
 
 def test_my_packages_are_mine():

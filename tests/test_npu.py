@@ -39,9 +39,9 @@ from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
 from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
 from graphcheck.backends.graphs.npu import NpuGraphRunner  # noqa: E402
 from graphcheck.backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
-from graphcheck import exitcodes  # noqa: E402
+from graphcheck.check.threads import single_threaded  # noqa: E402
+from graphcheck.cli import exitcodes  # noqa: E402
 from graphcheck.cli import main  # noqa: E402
-from graphcheck.threads import single_threaded  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,6 +1,6 @@
 """The four engine faults are caught through ``--backend xpu --emulate`` and ``--backend npu --emulate``.
 
-For each fault, the scenario that shows it (graphcheck.examples) is written to
+For each fault, the scenario that shows it (graphcheck.search.builtin) is written to
 a file and replayed through the real CLI with ``--inject`` on the cpu backend,
 on xpu --emulate (paddle) and on npu --emulate (the NPUGraph runner on the
 emulated NPU module): each exits 1 with the same first divergence kind and
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck import exitcodes
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
-from graphcheck.examples import demo_scenario, late_joiner, shrinking_batch
+from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch
 from _layers import fast_first, slow
 
 pytest.importorskip("torch")

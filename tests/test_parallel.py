@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from graphcheck import exitcodes
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
-from graphcheck.database import DatabaseSpec
-from graphcheck.diff import Divergence
-from graphcheck.examples import demo_scenario
-from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec
-from graphcheck.parallel import merge_results, plan_jobs, worker_args
-from graphcheck.records import CheckOutcome
+from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec
+from graphcheck.parallel.run import merge_results, plan_jobs, worker_args
+from graphcheck.search.builtin import demo_scenario
+from graphcheck.search.database import DatabaseSpec
 from _layers import slow
 
 pytest.importorskip("xdist", reason="-j needs pytest-xdist (pip install 'graphcheck[parallel]')")

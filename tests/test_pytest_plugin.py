@@ -24,9 +24,9 @@ import pytest
 from hypothesis import Phase, settings
 
 from graphcheck import pytest_plugin
-from graphcheck.examples import demo_scenario
-from graphcheck.harness import LockstepRunner, ScenarioDiverged, replay_command
+from graphcheck.check.runner import LockstepRunner, ScenarioDiverged, replay_command
 from graphcheck.scenario import Scenario
+from graphcheck.search.builtin import demo_scenario
 from _layers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_backend_choice_prefers_options_then_environment(monkeypatch: pytest.Mon
 
 
 def test_profiles_match_the_test_suite_and_leave_its_own_alone() -> None:
-    theirs = {name: settings.get_profile(name) for name in pytest_plugin.PROFILE_EXAMPLES}  # tests/conftest.py's
+    theirs = {name: settings.get_profile(name) for name in pytest_plugin.TEST_PROFILE_EXAMPLES}  # tests/conftest.py's
     pytest_plugin.register_profiles()
     for name, profile in theirs.items():
         ours = settings.get_profile(pytest_plugin.profile_name(name))
@@ -214,7 +214,7 @@ def test_replay_hints_follow_the_backend_and_the_engine() -> None:
         pass
 
     outcome = LockstepRunner(resolve("cpu"), Mine)(demo_scenario(num_steps=3), faults=[FAULT])
-    from graphcheck.harness import failure_report
+    from graphcheck.check.runner import failure_report
 
     assert "replays the built-in engine" in failure_report(outcome, resolve("cpu"), Mine)
     assert "replays the built-in engine" not in failure_report(outcome, resolve("cpu"), Engine)
@@ -225,13 +225,13 @@ _PROFILE_DUMP = """
 import json, os
 from hypothesis import settings
 from graphcheck import pytest_plugin
-for name in pytest_plugin.PROFILE_EXAMPLES:
+for name in pytest_plugin.TEST_PROFILE_EXAMPLES:
     settings.register_profile(name, **pytest_plugin.profile_settings(name))
 settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 pytest_plugin.register_profiles()
 fields = ("max_examples", "deadline", "print_blob", "derandomize", "database")
 print(json.dumps({name: {f: repr(getattr(settings.get_profile(p), f)) for f in fields}
-                  for name in pytest_plugin.PROFILE_EXAMPLES
+                  for name in pytest_plugin.TEST_PROFILE_EXAMPLES
                   for p in (name, pytest_plugin.profile_name(name))}, sort_keys=True))
 """
 

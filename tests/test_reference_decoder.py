@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphcheck.examples import BUILTIN, demo_scenario
+from graphcheck.search.builtin import BUILTIN, demo_scenario
 from graphcheck.scenario import (
     SEED_MODULUS as M,
     AcceptOverride,
@@ -381,7 +381,7 @@ def test_reference_imports_no_engine_framework() -> None:
     from pathlib import Path
 
     code = (
-        "import sys, reference, graphcheck.examples\n"
+        "import sys, reference, graphcheck.search.builtin\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'paddle', 'backends')]\n"
         "print(bad)\n"
     )

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import report_samples as samples
-from graphcheck.diff import Divergence
-from graphcheck.records import CheckOutcome
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
 from graphcheck.report import ReportPaths, RunInfo, SuiteRun, default_replay_command, write_junit, write_report
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import jsonable

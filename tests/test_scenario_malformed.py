@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphcheck.examples import demo_scenario
 from graphcheck.scenario import Scenario, ScenarioError, validate
+from graphcheck.search.builtin import demo_scenario
 
 #: The longest message a ScenarioError may carry (the CLI prints it on one line).
 MAX_MESSAGE = 600

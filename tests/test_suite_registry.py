@@ -15,15 +15,16 @@ from typing import Callable, Iterator
 
 import pytest
 
-from graphcheck import exitcodes, suite_registry
+from graphcheck.cli import exitcodes
 from graphcheck.cli import main
 from graphcheck.errors import InputError
-from graphcheck.suite_registry import ENTRY_POINT_GROUP, Suite, collect, load_suites
+from graphcheck.search import suite_registry
+from graphcheck.search.suite_registry import ENTRY_POINT_GROUP, Suite, collect, load_suites
 
 PLUGIN = '''
 from hypothesis import strategies as st
-from graphcheck.examples import demo_scenario
-from graphcheck.suite_registry import Suite
+from graphcheck.search.builtin import demo_scenario
+from graphcheck.search.suite_registry import Suite
 
 def _tiny():
     return st.sampled_from([demo_scenario(num_steps=3), demo_scenario(naive_mode=True, num_steps=3)])

@@ -37,22 +37,9 @@ Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
 
-Faults (``graphcheck.backends.engine.faults``; all off unless injected) switch a real
-path, here or in the kernel this module hands a keyword flag:
-
-* buffers and capture: slots-sized-by-max-num-seqs (``BufferSizes.for_config``),
-  captured-temporary-freed (``_attention_tables``, read by ``_capture_bucket``),
-  host-sync-in-capture (``_region_tokens``), warmup-state-leaks (``_warm_replay``);
-* graph policy and replay: phantom-request-bucket (``bucket_for``),
-  unsliced-graph-output and clone-held-per-step (``_run_graphs``),
-  draft-substeps-replay-first (``_repack_substep``);
-* packing: rebind-output-offsets (``_pack_target_eager``), stale-padding-rows
-  (``pack_target_inputs``), draft-padding-writes-kv and offsets-cut-short
-  (``pack_draft_inputs`` through ``_draft_pack_faults``);
-* forward, sampling and verify: host-max-seq-len-baked (``_target_forward``),
-  naive-seed-frozen, seed-indexed-by-token and reasoning-rule-skipped-in-graph
-  (``_sample_and_verify``), seed-advance-outside-graph (``_sample_and_verify``
-  and ``_run_eager``).
+Faults (all off unless injected) switch a real path, here or in the kernel this
+module hands a keyword flag: ``graphcheck.backends.engine.faults`` lists each
+one, the bug it mirrors and the function its switch is in.
 """
 
 from __future__ import annotations

@@ -9,6 +9,23 @@ constants below. With no fault on, every switch takes the correct branch.
 Each :class:`Fault` names its bug class (the number in ``docs/bug-classes.md``),
 the real case it mirrors and the divergence graphcheck must report first.
 ``FAULTS`` is the registry ``graphcheck faults`` lists.
+
+Where each switch is (``graphcheck.backends.engine.engine``, or the kernel it
+hands a keyword flag):
+
+* buffers and capture: slots-sized-by-max-num-seqs (``BufferSizes.for_config``),
+  captured-temporary-freed (``_attention_tables``, read by ``_capture_bucket``),
+  host-sync-in-capture (``_region_tokens``), warmup-state-leaks (``_warm_replay``);
+* graph policy and replay: phantom-request-bucket (``bucket_for``),
+  unsliced-graph-output and clone-held-per-step (``_run_graphs``),
+  draft-substeps-replay-first (``_repack_substep``);
+* packing: rebind-output-offsets (``_pack_target_eager``), stale-padding-rows
+  (``pack_target_inputs``), draft-padding-writes-kv and offsets-cut-short
+  (``pack_draft_inputs`` through ``_draft_pack_faults``);
+* forward, sampling and verify: host-max-seq-len-baked (``_target_forward``),
+  naive-seed-frozen, seed-indexed-by-token and reasoning-rule-skipped-in-graph
+  (``_sample_and_verify``), seed-advance-outside-graph (``_sample_and_verify``
+  and ``_run_eager``).
 """
 
 from __future__ import annotations

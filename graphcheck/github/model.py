@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from graphcheck.diff import Divergence
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
 from graphcheck.github.workflow import repo_relative
-from graphcheck.records import CheckOutcome
 from graphcheck.report.model import ReportPaths, RunInfo, default_replay_command
 
 
@@ -94,7 +94,7 @@ class FinishedRun:
 
 
 def suite_lines(fuzzed: Sequence[object]) -> list[SuiteLine]:
-    """SuiteLines from ``graphcheck.fuzz.FuzzResult`` objects (read by attribute, so fuzz stays unimported)."""
+    """SuiteLines from ``graphcheck.search.fuzz.FuzzResult`` objects (read by attribute, so fuzz stays unimported)."""
     lines = []
     for result in fuzzed:
         outcome = getattr(result, "outcome", None)

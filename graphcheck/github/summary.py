@@ -12,10 +12,10 @@ import re
 import shlex
 from pathlib import Path
 
-from graphcheck.diff import Divergence
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
 from graphcheck.github.model import FinishedRun
 from graphcheck.github.workflow import repo_relative
-from graphcheck.records import CheckOutcome
 from graphcheck.report.fmt import clip, show
 from graphcheck.report.views import where_of
 

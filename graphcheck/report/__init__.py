@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import write_divergences, write_scenario
 from graphcheck.report.junit import write_junit

@@ -13,46 +13,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphcheck.baseline import BaselineResult
-from graphcheck.catalog import CLEAN_LABEL, CatalogResult, FaultResult
+from graphcheck.catalog.baseline import BaselineResult
+from graphcheck.catalog.run import CatalogResult, FaultResult
+from graphcheck.report.catalog_model import SCENARIO_DIR, CatalogInfo, CatalogPaths, scenario_file
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import divergence_dict, jsonable
-from graphcheck.report.model import replay_command_line
-from graphcheck.timed_search import SearchResult
+from graphcheck.search.timed_search import SearchResult
 
 FORMAT_VERSION = 1
-SCENARIO_DIR = "scenarios"
-
-
-@dataclass(frozen=True)
-class CatalogInfo:
-    """How the catalog was run: what the header and the replay commands need."""
-
-    command: str
-    started_at: str = ""  # ISO 8601
-    emulate: bool = False
-    version: str = ""
-
-
-@dataclass(frozen=True)
-class CatalogPaths:
-    index_html: Path
-    catalog_json: Path
-    scenario_dir: Path
-
-
-def scenario_file(name: str) -> str:
-    """Where a fault's shrunk scenario goes, relative to the catalog folder."""
-    return f"{SCENARIO_DIR}/{name or CLEAN_LABEL}.json"
-
-
-def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:
-    """The replay command of one catalog scenario ("" = the clean engine, nothing injected)."""
-    return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else ())
 
 
 def search_dict(search: SearchResult) -> dict[str, Any]:
@@ -126,4 +97,4 @@ def write_catalog(result: CatalogResult, out_dir: Path, info: CatalogInfo) -> Ca
     return paths
 
 
-__all__ = ["CatalogInfo", "CatalogPaths", "catalog_document", "replay_command", "scenario_file", "write_catalog"]
+__all__ = ["baseline_dict", "catalog_document", "fault_dict", "search_dict", "write_catalog"]

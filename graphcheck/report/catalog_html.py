@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphcheck.catalog import CatalogResult, CatalogSummary, FaultResult
-from graphcheck.report.catalog import CatalogInfo, replay_command, scenario_file
+from graphcheck.catalog.run import CatalogResult, CatalogSummary, FaultResult
+from graphcheck.report.catalog_model import CatalogInfo, replay_command, scenario_file
 from graphcheck.report.html import environment
-from graphcheck.timed_search import SearchResult
+from graphcheck.search.timed_search import SearchResult
 
 TEMPLATE = "catalog.html.j2"
 

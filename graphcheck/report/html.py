@@ -10,10 +10,10 @@ from typing import Sequence
 
 import jinja2
 
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
+from graphcheck.report.files import write_atomic
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
-from graphcheck.report.files import write_atomic
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 from graphcheck.report.views import (
     OutcomeView,

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from graphcheck.diff import Divergence
-from graphcheck.records import CheckOutcome
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
 from graphcheck.report.files import write_atomic
 from graphcheck.report.model import RunInfo, SuiteRun, pair_suites
 from graphcheck.scenario import Scenario

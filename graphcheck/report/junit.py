@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Sequence
 
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
 from graphcheck.report.files import safe_text, write_atomic
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from graphcheck.diff import KINDS, Divergence
-from graphcheck.records import SOURCES, Binding, CheckOutcome, StepRecord
+from graphcheck.check.diff import KINDS, Divergence
+from graphcheck.check.records import SOURCES, Binding, CheckOutcome, StepRecord
 from graphcheck.report.fmt import Capped, cap, hex_ptr, human_bytes, signed_bytes, show
 from graphcheck.report.views import DivRow, div_rows, records_by_step
 

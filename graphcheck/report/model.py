@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome, replay_command_line
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ SHRINK_STATES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """What fuzzing one suite did (``graphcheck.fuzz.FuzzResult``, as the report needs it).
+    """What fuzzing one suite did (``graphcheck.search.fuzz.FuzzResult``, as the report needs it).
 
     ``scenario_name`` names the failing outcome (passed to the report among its
     outcomes) that this search found, when it found one; the report shows that
@@ -100,17 +99,6 @@ def new_run_id(now: datetime | None = None) -> str:
     """A sortable, filesystem-safe run id such as ``20260509-073525``."""
     now = now or datetime.now(timezone.utc)
     return now.strftime("%Y%m%d-%H%M%S")
-
-
-def replay_command_line(scenario_path: Path | str, backend: str, *, emulate: bool = False,
-                        faults: Sequence[str] = ()) -> str:
-    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``, shell-quoted."""
-    parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
-    if emulate:
-        parts.append("--emulate")
-    for fault in faults:
-        parts += ["--inject", fault]
-    return shlex.join(parts)
 
 
 def default_replay_command(run_info: RunInfo) -> Callable[[Path], str]:

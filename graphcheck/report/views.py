@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from graphcheck.diff import KINDS, Divergence
-from graphcheck.records import CheckOutcome, StepRecord
+from graphcheck.check.diff import KINDS, Divergence
+from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.report.fmt import Capped, cap, human_bytes, show, sources_of
 from graphcheck.scenario import RequestSpec, Scenario
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from graphcheck.backends.engine import Engine
-from graphcheck.examples import demo_scenario
+from graphcheck.search.builtin import demo_scenario
 
 
 class CountingEngine(Engine):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from graphcheck.examples import demo_scenario
+from graphcheck.search.builtin import demo_scenario
 from graphcheck.strategies import engine_configs, scenarios
 
 #: Small scenarios keep a CI run short; widen them for nightly runs.

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from graphcheck.fuzz import FuzzResult
-from graphcheck.progress import plural
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
+from graphcheck.cli.progress import plural
+from graphcheck.search.fuzz import FuzzResult
 
 
 #: Console width when the output is not a terminal (a CI log, a pipe): wide enough for the tables.

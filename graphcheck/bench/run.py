@@ -5,7 +5,7 @@ passed through ``GRAPHCHECK_BENCH_BACKEND`` / ``GRAPHCHECK_BENCH_EMULATE`` /
 ``GRAPHCHECK_BENCH_QUICK``. This module reads the JSON back into a
 :class:`BenchSummary`: the decode step per bucket (eager vs each graph scope),
 and the lockstep runner per scenario and over the whole set, with the checking
-overhead judged against :func:`graphcheck.timings.overhead_target`.
+overhead judged against :func:`graphcheck.check.timings.overhead_target`.
 
 Files of one run (``reports/bench/<run-id>/`` or ``--out``): ``bench.json``
 (pytest-benchmark's own), ``summary.json`` (the figures below and the verdict),
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from graphcheck.timings import LockstepTimings, checking_overhead, steps_per_second
+from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
 
 #: The decode-step modes in display order; "graph-<scope>" replays that graph_scope.
 DECODE_MODES = ("eager", "graph-step", "graph-forward_sampling", "graph-forward")
@@ -141,7 +141,7 @@ def summarise(data: Mapping[str, Any], *, backend: str, device: str, overhead_ta
 
 def benchmarks_dir() -> Path:
     """benchmarks/ of this source checkout (it is not part of the installed package)."""
-    return Path(__file__).resolve().parent.parent / "benchmarks"
+    return Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @dataclass(frozen=True)

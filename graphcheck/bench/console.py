@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from graphcheck.bench import DECODE_MODES, BenchSummary
-from graphcheck.timings import LockstepTimings, checking_overhead, steps_per_second
+from graphcheck.bench.run import DECODE_MODES, BenchSummary
+from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
 
 
 def _ms(seconds: float | None) -> str:

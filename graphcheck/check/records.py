@@ -4,14 +4,18 @@ A StepRecord is what one decoder (reference, eager engine or graph engine)
 reports after one step: its StepResult plus the engine-side context the diff
 needs (bucket, padded counts, the graph's static-input bindings, memory). A
 CheckOutcome is one scenario's whole lockstep run: the records of every
-source and the divergences found. Reports and the console render these.
+source and the divergences found. Reports and the console render these;
+``replay_command_line`` is how a reader re-runs an outcome's scenario.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
 
-from graphcheck.diff import Divergence, failing
+from graphcheck.check.diff import Divergence, failing
 from graphcheck.scenario import Scenario, StepResult
 
 SOURCES = ("reference", "eager", "graph")
@@ -21,7 +25,7 @@ SOURCES = ("reference", "eager", "graph")
 class Binding:
     """A graph static input at replay time: where the graph reads vs where the engine's buffer is."""
 
-    graph: str  # e.g. "target/4" (graph kind / bucket)
+    graph: str  # e.g. "target[4]": graph kind [capture size]
     name: str  # the engine's buffer name
     captured_ptr: int
     current_ptr: int | None  # None: the engine no longer has a buffer of that name
@@ -105,3 +109,14 @@ class EngineOutOfMemory(Exception):
         self.estimate_bytes = estimate_bytes
         self.where = where
         self.detail = detail
+
+
+def replay_command_line(scenario_path: Path | str, backend: str, *, emulate: bool = False,
+                        faults: Sequence[str] = ()) -> str:
+    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``, shell-quoted."""
+    parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
+    if emulate:
+        parts.append("--emulate")
+    for fault in faults:
+        parts += ["--inject", fault]
+    return shlex.join(parts)

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from graphcheck.fuzz import FuzzResult, SearchProgress
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
+from graphcheck.search.fuzz import FuzzResult, SearchProgress
 
 #: Seconds between two plain progress lines when the output is not a terminal.
 PLAIN_INTERVAL_S = 10.0

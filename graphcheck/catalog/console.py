@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
-from graphcheck.catalog import CatalogResult, CatalogSummary, CleanResult, FaultResult
-from graphcheck.timed_search import SearchResult
+from graphcheck.catalog.run import CatalogResult, CatalogSummary, CleanResult, FaultResult
+from graphcheck.search.timed_search import SearchResult
 
 _YES, _NO = "[green]yes[/]", "[red]no[/]"
 

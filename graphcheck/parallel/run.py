@@ -1,9 +1,9 @@
 """``graphcheck run -j N``: the suites fuzzed by N pytest-xdist workers, merged into one report.
 
-The parent plans a RunSpec (graphcheck.jobs): for every suite, N jobs with
+The parent plans a RunSpec (graphcheck.parallel.jobs): for every suite, N jobs with
 seeds ``seed .. seed+N-1`` (``-j 1`` fuzzes ``seed`` alone, in process), and
 one job for the built-in demo scenarios. It runs ``python -m pytest`` over
-graphcheck/xdist_jobs.py with the graphcheck.xdist_plugin plugin and xdist's
+graphcheck/parallel/xdist_jobs.py with the graphcheck.parallel.xdist_plugin plugin and xdist's
 workers: ``-n N`` locally, or N ``--tx popen//env:CUDA_VISIBLE_DEVICES=K``
 workers pinned to the GPUs round robin where a CUDA backend sees several, or
 the user's own ``--tx`` specs (other hosts) from ``--xdist-args``. Workers share failing examples
@@ -34,13 +34,13 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from graphcheck.check.diff import Divergence
+from graphcheck.check.records import CheckOutcome
 from graphcheck.errors import BackendUnavailableError, InputError
-from graphcheck.diff import Divergence
-from graphcheck.fuzz import FuzzResult, label_found
-from graphcheck.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
-from graphcheck.records import CheckOutcome
+from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
 from graphcheck.scenario import Scenario
-from graphcheck.timed_search import scenario_size
+from graphcheck.search.fuzz import FuzzResult, label_found
+from graphcheck.search.timed_search import scenario_size
 
 #: the env var that picks the device a worker sees, per backend
 DEVICE_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "XPU_VISIBLE_DEVICES"}
@@ -88,15 +88,15 @@ def _names_workers(arg: str) -> bool:
 
 def pytest_command(spec_path: Path, results: Path, workers: list[str], keep_going: bool, xdist_args: Sequence[str]) -> list[str]:
     """``python -m pytest`` over the job module, isolated from the project's own pytest configuration."""
-    import graphcheck.xdist_jobs
+    import graphcheck.parallel.xdist_jobs
 
     ini = results / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
     # --tx workers need a --dist mode (-n implies "load"); jobs go to whichever worker is free.
     dist = [] if any(a in ("-d", "--dist") or a.startswith("--dist=") for a in xdist_args) else ["--dist", "load"]
     return [
-        sys.executable, "-m", "pytest", str(Path(graphcheck.xdist_jobs.__file__)),
-        "-p", "graphcheck.xdist_plugin", "--graphcheck-spec", str(spec_path),
+        sys.executable, "-m", "pytest", str(Path(graphcheck.parallel.xdist_jobs.__file__)),
+        "-p", "graphcheck.parallel.xdist_plugin", "--graphcheck-spec", str(spec_path),
         "-c", str(ini), "--rootdir", str(results), "--noconftest", "-p", "no:cacheprovider", "-q",
         *([] if keep_going else ["-x"]), *dist, *workers, *xdist_args,
     ]
@@ -104,7 +104,7 @@ def pytest_command(spec_path: Path, results: Path, workers: list[str], keep_goin
 
 def _child_env(environ: dict[str, str]) -> dict[str, str]:
     """The parent's environment, with graphcheck's own folder first on PYTHONPATH (for a checkout run in place)."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(environ)
     env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env

@@ -1,7 +1,7 @@
-"""The pytest plugin that ``graphcheck run -j N`` hands to pytest-xdist, with graphcheck/xdist_jobs.py.
+"""The pytest plugin that ``graphcheck run -j N`` hands to pytest-xdist, with graphcheck/parallel/xdist_jobs.py.
 
-``graphcheck.parallel`` runs ``pytest -p graphcheck.xdist_plugin
-graphcheck/xdist_jobs.py --graphcheck-spec SPEC.json`` with xdist's workers:
+``graphcheck.parallel.run`` runs ``pytest -p graphcheck.parallel.xdist_plugin
+graphcheck/parallel/xdist_jobs.py --graphcheck-spec SPEC.json`` with xdist's workers:
 
 - controller: reads the RunSpec and ships it to every worker in xdist's
   ``workerinput`` (so workers on other hosts need no shared files), and writes
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from graphcheck.jobs import JobResult, RunSpec
+from graphcheck.parallel.jobs import JobResult, RunSpec
 
 RESULT_PROPERTY = "graphcheck_job_result"
 SPEC_KEY = pytest.StashKey[RunSpec]()

@@ -1,4 +1,4 @@
-"""The test module of ``graphcheck run -j N``: one test per job, parametrized by graphcheck.xdist_plugin.
+"""The test module of ``graphcheck run -j N``: one test per job, parametrized by graphcheck.parallel.xdist_plugin.
 
 A job that diverged fails its test, so pytest's ``-x`` stops handing out jobs;
 its JobResult goes back to the controller in the report's user properties.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphcheck.jobs import Job, run_job
-from graphcheck.xdist_plugin import RESULT_PROPERTY, SPEC_KEY
+from graphcheck.parallel.jobs import Job, run_job
+from graphcheck.parallel.xdist_plugin import RESULT_PROPERTY, SPEC_KEY
 
 
 def test_job(job: Job, request: pytest.FixtureRequest) -> None:

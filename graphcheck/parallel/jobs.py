@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphcheck.database import DatabaseSpec, database_key
-from graphcheck.fuzz import FuzzResult, fuzz_suite, write_pending
-from graphcheck.lockstep import check_scenario
-from graphcheck.records import CheckOutcome
-from graphcheck.suite_registry import load_suites
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.records import CheckOutcome
+from graphcheck.search.builtin import builtin_scenarios
+from graphcheck.search.database import DatabaseSpec, database_key
+from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
+from graphcheck.search.suite_registry import load_suites
 
 BUILTIN = "builtin"
 
@@ -137,7 +138,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
         backend = resolve(spec.backend, emulate=spec.emulate)
     except BackendError as err:
         return JobResult(job, error=str(err), backend_unavailable=True)
-    from graphcheck.threads import single_threaded
+    from graphcheck.check.threads import single_threaded
 
     pending = pending_path(spec, job)
     started = time.perf_counter()
@@ -170,8 +171,6 @@ def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult
 
 
 def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
-    from graphcheck.commands import builtin_scenarios
-
     outcomes = []
     for scenario in builtin_scenarios(spec.steps):
         write_pending(pending, scenario)

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from graphcheck.adapter import EngineFactory
-from graphcheck.lockstep import Lockstep
-from graphcheck.records import CheckOutcome
-from graphcheck.report.model import replay_command_line
+from graphcheck.check.lockstep import Lockstep
+from graphcheck.check.records import CheckOutcome, replay_command_line
+from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import Scenario
-from graphcheck.threads import single_threaded
 
 if TYPE_CHECKING:
     from graphcheck.backends.devices import Device

@@ -1,38 +1,56 @@
-"""The ``graphcheck`` command line.
+"""The ``graphcheck`` argument parser: one subparser per subcommand.
 
-Exit codes (graphcheck.exitcodes): 0 clean, 1 divergence, 2 usage error or bad
-input, 3 backend unavailable, 130 interrupted (Ctrl-C). User errors print one
-line on stderr, never a traceback.
+``--backend`` and ``--emulate`` come from one parent parser (``backend_options``)
+that run, replay, catalog and bench share. It leaves both unset (None) when not
+given, so replay can tell "not given" from a value and fall back to what a report
+folder recorded; the other subcommands fill in their defaults, cpu and no
+emulation (``_Parser.unset_defaults``).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Sequence
 
-from graphcheck import exitcodes
 from graphcheck.backends.devices import BACKENDS
-from graphcheck.errors import BackendUnavailableError, InputError
-from graphcheck.records import EngineOutOfMemory
-from graphcheck.scenario import ScenarioError
+from graphcheck.errors import InputError
 
 PROFILES = ("dev", "ci", "thorough")
+#: --backend and --emulate when not given, for every subcommand but replay
+BACKEND_DEFAULTS = {"backend": "cpu", "emulate": False}
 
 
 class _Parser(argparse.ArgumentParser):
+    #: values for options left unset (None) on this (sub)command, filled in after parsing
+    unset_defaults: dict[str, Any] = {}
+
     def error(self, message: str) -> None:  # argparse would print usage and exit; keep one line
         raise InputError(message)
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        for dest, value in self.unset_defaults.items():
+            if getattr(namespace, dest, None) is None:
+                setattr(namespace, dest, value)
+        return namespace, extras
 
-def _backend_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
-    """The options run and replay share; ``recorded``: replay's, whose defaults come from a report folder."""
-    default = "recorded, else cpu" if recorded else "default cpu"
-    parser.add_argument("--backend", default=None if recorded else "cpu", help=f"one of {', '.join(BACKENDS)} ({default})")
-    parser.add_argument(
-        "--emulate", action=argparse.BooleanOptionalAction if recorded else "store_true", default=None if recorded else False,
-        help="run the backend's framework on the CPU with the emulated graph runner" + (" (default: recorded)" if recorded else ""),
+
+def backend_options() -> argparse.ArgumentParser:
+    """The parent parser of the backend options that run, replay, catalog and bench share."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--backend", default=None,
+                        help=f"one of {', '.join(BACKENDS)} (default cpu; replay of a report folder: the recorded one)")
+    parent.add_argument(
+        "--emulate", action=argparse.BooleanOptionalAction, default=None,
+        help="run the backend's framework on the CPU with the emulated graph runner (default off; replay of a report folder: the recorded setting)",
     )
+    return parent
+
+
+def _report_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
+    """The options run and replay share; ``recorded``: replay's, whose defaults come from a report folder."""
     parser.add_argument("--inject", action="append", metavar="FAULT",
                         help="inject a named engine fault (see `graphcheck faults`); repeatable"
                         + (" (default: the recorded faults)" if recorded else ""))
@@ -61,8 +79,25 @@ Exit codes: 0 clean, 1 divergence, 2 bad input, 3 backend unavailable.
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphcheck", description="Find graph-capture bugs in MTP speculative decoding engines.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="check built-in scenarios, then fuzz the suites in lockstep")
-    _backend_options(run)
+    backend = backend_options()
+    _run_parser(sub, backend)
+    replay = sub.add_parser(
+        "replay", help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
+        description=REPLAY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[backend],
+    )
+    replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
+    _report_options(replay, recorded=True)
+    sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
+    sub.add_parser("faults", help="list the injectable engine faults")
+    _catalog_parser(sub, backend)
+    _bench_parser(sub, backend)
+    return parser
+
+
+def _run_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
+    run = sub.add_parser("run", help="check built-in scenarios, then fuzz the suites in lockstep", parents=[backend])
+    run.unset_defaults = BACKEND_DEFAULTS
+    _report_options(run)
     run.add_argument("--suite", action="append", metavar="NAME", help="fuzz only this suite; repeatable (default: all)")
     run.add_argument("--examples", type=int, metavar="N", help="scenarios per suite (default: from --profile)")
     run.add_argument("--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed gives the same run (default 0)")
@@ -82,25 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--xdist-args", metavar="ARGS", default="",
         help="extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args=\"--tx ssh=gpu1//python=python3\"",
     )
-    replay = sub.add_parser(
-        "replay", help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
-        description=REPLAY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
-    _backend_options(replay, recorded=True)
-    sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
-    sub.add_parser("faults", help="list the injectable engine faults")
-    _catalog_parser(sub)
-    _bench_parser(sub)
-    return parser
 
 
-def _catalog_parser(sub: Any) -> None:
-    from graphcheck.catalog import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
+def _catalog_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
+    from graphcheck.catalog.run import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
 
-    catalog = sub.add_parser("catalog", help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline")
-    catalog.add_argument("--backend", default="cpu", help=f"one of {', '.join(BACKENDS)} (default cpu)")
-    catalog.add_argument("--emulate", action="store_true", help="run the backend's framework on the CPU with the emulated graph runner")
+    catalog = sub.add_parser("catalog", parents=[backend],
+                             help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline")
+    catalog.unset_defaults = BACKEND_DEFAULTS
     catalog.add_argument("--fault", action="append", metavar="NAME", help="benchmark only this fault; repeatable (default: every fault)")
     catalog.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                          help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})")
@@ -111,55 +135,13 @@ def _catalog_parser(sub: Any) -> None:
     catalog.add_argument("--quiet", action="store_true", help="no line per fault, only the table")
 
 
-def _bench_parser(sub: Any) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: decode step eager vs graph, lockstep steps/s and checking overhead")
-    bench.add_argument("--backend", default="cpu", help=f"one of {', '.join(BACKENDS)} (default cpu)")
-    bench.add_argument("--emulate", action="store_true", help="run the backend's framework on the CPU with the emulated graph runner")
+def _bench_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
+    bench = sub.add_parser("bench", parents=[backend],
+                           help="benchmarks: decode step eager vs graph, lockstep steps/s and checking overhead")
+    bench.unset_defaults = BACKEND_DEFAULTS
     bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds: a smoke run, rough figures")
     bench.add_argument("--out", metavar="DIR", help="where bench.json, summary.json and pytest.log go (default reports/bench/<run-id>)")
     bench.add_argument("-k", dest="select", metavar="EXPR", help="only the benchmarks matching this pytest -k expression")
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    from graphcheck import commands
-
-    if args.command == "run":
-        if not 1 <= args.steps <= 10_000:
-            raise InputError(f"--steps must be in [1, 10000], got {args.steps}")
-        return commands.run_command(args)
-    if args.command == "replay":
-        return commands.replay_command(args)
-    if args.command == "doctor":
-        return commands.doctor_command(args)
-    if args.command == "catalog":
-        return commands.catalog_command(args)
-    if args.command == "bench":
-        return commands.bench_command(args)
-    return commands.faults_command(args)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = build_parser().parse_args(argv)
-        args.argv = ["graphcheck", *argv]
-        return _dispatch(args)
-    except InputError as err:
-        print(f"graphcheck: error: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except ScenarioError as err:
-        print(f"graphcheck: bad scenario: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except EngineOutOfMemory as err:
-        print(f"graphcheck: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except BackendUnavailableError as err:
-        print(f"graphcheck: backend unavailable: {err}", file=sys.stderr)
-        return exitcodes.BACKEND_UNAVAILABLE
-    except KeyboardInterrupt:
-        print("graphcheck: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+__all__ = ["BACKEND_DEFAULTS", "PROFILES", "REPLAY_DESCRIPTION", "backend_options", "build_parser"]

@@ -25,9 +25,9 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import Flaky, NoSuchExample, Unsatisfiable
 
-from graphcheck.fuzz import DeviceLost, scenario_size, write_pending
-from graphcheck.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome
 from graphcheck.scenario import Scenario
+from graphcheck.search.fuzz import DeviceLost, scenario_size, write_pending
 
 Checker = Callable[[Scenario], CheckOutcome]
 

@@ -6,7 +6,7 @@ scenario runs it is written to ``pending_path``, so an engine that takes the
 whole process down still leaves the failing scenario on disk. The same seed
 gives the same run: the draw order comes from a seeded ``random.Random``.
 
-With an example ``database`` (graphcheck.database), failing scenarios are saved
+With an example ``database`` (graphcheck.search.database), failing scenarios are saved
 under ``database_key`` and replayed before anything new is drawn, so a fault
 another process or an earlier run found is found again at the first example;
 the same seed then gives the same run for the same database contents.
@@ -30,10 +30,10 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from graphcheck.database import KeyedDatabase
-from graphcheck.lockstep import check_scenario
-from graphcheck.records import CheckOutcome, EngineOutOfMemory
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.scenario import Scenario
+from graphcheck.search.database import KeyedDatabase
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
 

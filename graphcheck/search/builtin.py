@@ -3,6 +3,8 @@
 ``demo_scenario`` is the one to run first: a queue that fills up, a request
 that ends on max_dec_len, an abort, a reasoning_status excursion to 1, forced
 accept counts and a seed that wraps around SEED_MODULUS within the run.
+``builtin_scenarios`` is the demo scenario once per verify mode
+(``BUILTIN_MODES``): what ``graphcheck run`` checks after fuzzing the suites.
 """
 
 from __future__ import annotations
@@ -160,4 +162,18 @@ def builtin(name: str) -> Scenario:
         raise KeyError(f"no built-in scenario {name!r}; known: {', '.join(sorted(BUILTIN))}") from None
 
 
-__all__ = ["BUILTIN", "builtin", "demo_scenario", "late_joiner", "shrinking_batch"]
+#: The verify modes ``builtin_scenarios`` runs the demo scenario in.
+BUILTIN_MODES = ("greedy", "target_match", "topp", "naive")
+
+
+def builtin_scenarios(steps: int) -> list[Scenario]:
+    """The demo scenario once per verify mode: a fixed, deterministic smoke check."""
+    picked = []
+    for mode in BUILTIN_MODES:
+        naive = mode == "naive"
+        scenario = demo_scenario(verify_strategy="target_match" if naive else mode, naive_mode=naive, num_steps=steps)
+        picked.append(dataclasses.replace(scenario, name=f"builtin/demo-{mode}"))
+    return picked
+
+
+__all__ = ["BUILTIN", "BUILTIN_MODES", "builtin", "builtin_scenarios", "demo_scenario", "late_joiner", "shrinking_batch"]

@@ -2,8 +2,8 @@
 
 For each fault of ``graphcheck.backends.engine.faults.FAULTS`` (or the ones chosen),
 ``run_catalog`` fuzzes with the fault injected until the first divergence or
-the per-fault budget (``graphcheck.timed_search``), shrinks what it found under
-a shrink budget, and runs the peer-style baseline (``graphcheck.baseline``)
+the per-fault budget (``graphcheck.search.timed_search``), shrinks what it found under
+a shrink budget, and runs the peer-style baseline (``graphcheck.catalog.baseline``)
 with the same fault. The clean engine, first, gets the same search budget over
 every suite, and the baseline, and must show nothing.
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from graphcheck.baseline import BaselineResult, run_baseline
-from graphcheck.suite_registry import load_suites
+from graphcheck.catalog.baseline import BaselineResult, run_baseline
+from graphcheck.search.suite_registry import load_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
-    from graphcheck.records import CheckOutcome
+    from graphcheck.check.records import CheckOutcome
     from graphcheck.scenario import Scenario
-    from graphcheck.timed_search import SearchResult
+    from graphcheck.search.timed_search import SearchResult
 
 #: Seconds of fuzzing per fault, shrinking excluded; every fault is caught well within it on cpu.
 DEFAULT_BUDGET_S = 60.0
@@ -146,7 +146,7 @@ def suite_plan(bug_class: int | None, suites: Mapping[str, Any]) -> list[Any]:
 ProgressHook = Callable[[str, Any], None]
 
 
-def pending_path(work_dir: Path, label: str) -> Path:
+def fault_pending_path(work_dir: Path, label: str) -> Path:
     """Where the scenario about to run is kept: named by the fault, so a crash says which one to inject."""
     return work_dir / f"pending-{label}.json"
 
@@ -154,13 +154,13 @@ def pending_path(work_dir: Path, label: str) -> Path:
 def _search(
     plan: list[Any], backend: Any, faults: Sequence[str], cfg: CatalogSettings, label: str, work_dir: Path, slice_examples: int
 ) -> SearchResult:
-    from graphcheck.lockstep import check_scenario
-    from graphcheck.timed_search import timed_search
+    from graphcheck.check.lockstep import check_scenario
+    from graphcheck.search.timed_search import timed_search
 
     def check(scenario: Scenario) -> CheckOutcome:
         return check_scenario(scenario, backend, faults=faults)
 
-    pending = pending_path(work_dir, label)
+    pending = fault_pending_path(work_dir, label)
     result = timed_search(
         plan, check, budget_s=cfg.budget_s, shrink_s=cfg.shrink_s, seed=f"{cfg.seed}/{label}",
         pending_path=pending, slice_examples=slice_examples,
@@ -194,7 +194,7 @@ def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> Faul
     return FaultResult(name, fault.bug_class, fault.signal, search, baseline)
 
 
-def run_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult | CleanResult:
+def run_fault_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult | CleanResult:
     """Search and baseline for fault ``name`` ("" = the clean engine), in this process."""
     return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
 
@@ -224,7 +224,7 @@ def _isolated(part: str, name: str, backend: Any, cfg: CatalogSettings, work_dir
         try:
             return job.result()
         except BrokenProcessPool as err:
-            pending = pending_path(work_dir, name or CLEAN_LABEL)
+            pending = fault_pending_path(work_dir, name or CLEAN_LABEL)
             raise RuntimeError(f"the catalog process for {name or 'the clean engine'} ({part}) died; "
                                f"the scenario it was running is in {pending}") from err
 
@@ -237,19 +237,19 @@ def run_catalog(
     The clean engine goes first: a fault is only worth timing on an engine that is clean
     without it, and its search absorbs the one-off warm-up (strategies, first captures)
     that would otherwise count against the first fault's time to detection. Each scenario
-    is on disk in ``work_dir`` (``pending_path``) while it runs. On a real device
+    is on disk in ``work_dir`` (``fault_pending_path``) while it runs. On a real device
     (not emulated) every job runs in its own process (``_isolated``).
     """
     started = time.perf_counter()
     if getattr(backend, "emulated", True):
         def job(name: str) -> Any:
-            return run_job(name, backend, cfg, work_dir)
+            return run_fault_job(name, backend, cfg, work_dir)
     else:
         def job(name: str) -> Any:
             parts = (_isolated(part, name, backend, cfg, work_dir) for part in ("search", "baseline"))
             return _assemble(name, *parts)
 
-    from graphcheck.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
+    from graphcheck.check.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
     results = []
     with single_threaded(backend):
@@ -272,9 +272,9 @@ __all__ = [
     "DEFAULT_BUDGET_S",
     "DEFAULT_SHRINK_S",
     "FaultResult",
-    "pending_path",
-    "run_catalog",
-    "run_job",
-    "suite_plan",
+    "fault_pending_path",
+        "run_catalog",
+    "run_fault_job",
+        "suite_plan",
     "summarize",
 ]

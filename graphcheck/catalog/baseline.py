@@ -143,7 +143,7 @@ def run_baseline(
     backend: Any, faults: Sequence[str] = (), *, batch_sizes: Sequence[int] = BATCH_SIZES, modes: Sequence[str] = MODES
 ) -> BaselineResult:
     """Every (batch size, mode) case; all of them run, so the report can say how many failed."""
-    from graphcheck.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
+    from graphcheck.check.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
     started = time.perf_counter()
     with single_threaded(backend):

@@ -24,9 +24,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Sequence
 
 from graphcheck.adapter import EngineAdapter, EngineFactory
-from graphcheck.diff import DiffState, Divergence, diff_steps
+from graphcheck.check.diff import DiffState, Divergence, diff_steps
+from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.driver import apply_events
-from graphcheck.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.scenario import (
     DEFAULT_MAX_ENGINE_BYTES,
     MAX_ENGINE_MEMORY_ENV,
@@ -35,7 +35,7 @@ from graphcheck.scenario import (
     engine_memory,
     format_bytes,
 )
-from graphcheck.timings import LockstepTimings
+from graphcheck.check.timings import LockstepTimings
 
 _UNTIMED = nullcontext()
 
@@ -94,7 +94,7 @@ class Lockstep:
         self, scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None,
         timings: LockstepTimings | None = None,
     ):
-        """``timings``, when given, is filled with the seconds of each phase (graphcheck.timings)."""
+        """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings)."""
         from graphcheck.backends.engine import Engine
         from graphcheck.reference import ReferenceDecoder, make_weights
 

@@ -1,0 +1,7 @@
+"""Checking one scenario: the lockstep run of reference, eager engine and graph engine, and what it records.
+
+``lockstep`` (drives the three decoders step by step), ``diff`` (compares them),
+``records`` (what a run observed: ``CheckOutcome``), ``runner`` (``LockstepRunner``,
+what the pytest fixtures hand out), ``timings`` and ``threads``. Imports nothing
+above it: no search, no command line, no reports.
+"""

@@ -1,0 +1,52 @@
+"""``graphcheck bench``: benchmarks/ under pytest-benchmark, and the checking-overhead verdict."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from graphcheck.cli import exitcodes
+from graphcheck.cli.common import claim_run_dir, make_dir, resolve_backend
+from graphcheck.cli.console import make_console
+from graphcheck.errors import InputError
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run benchmarks/ under pytest-benchmark; exit 0 when the checking-overhead target is met, else 1."""
+    import importlib.util
+
+    from graphcheck.bench.console import decode_table, lockstep_table, verdict_line
+    from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
+    from graphcheck.check.timings import overhead_target
+    from graphcheck.report import new_run_id
+
+    if not benchmarks_dir().is_dir():
+        raise InputError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
+    if importlib.util.find_spec("pytest_benchmark") is None:
+        raise InputError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
+    backend = resolve_backend(args.backend, args.emulate)
+    if args.out:
+        run_id, out_dir = new_run_id(), Path(args.out)
+        make_dir(out_dir, "folder")
+    else:
+        run_id, out_dir = claim_run_dir(Path("reports") / "bench")
+    console = make_console()
+    console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
+    started = time.perf_counter()
+    rc, data = run_benchmarks(BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select))
+    summary = summarise(data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc)
+    extra = {"run_id": run_id, "command": " ".join(args.argv), "quick": bool(args.quick), "elapsed_s": time.perf_counter() - started}
+    path = write_summary(summary, out_dir, extra)
+    if rc != 0:
+        console.print(log_tail(out_dir), markup=False, highlight=False)
+    if summary.decode:
+        console.print(decode_table(summary))
+    if summary.lockstep:
+        console.print(lockstep_table(summary))
+    console.print(verdict_line(summary))
+    console.print(f"results: {path} (pytest-benchmark JSON: {out_dir / 'bench.json'}, log: {out_dir / 'pytest.log'})")
+    return exitcodes.CLEAN if summary.passed else exitcodes.DIVERGENCE
+
+
+__all__ = ["bench_command"]

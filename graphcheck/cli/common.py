@@ -1,0 +1,199 @@
+"""What the subcommands share: backends and faults by name, output folders, the run plan, reports.
+
+Domain errors come out as ``graphcheck.errors`` (InputError, BackendUnavailableError);
+``graphcheck.cli.main`` maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from graphcheck import github
+from graphcheck.check.records import CheckOutcome
+from graphcheck.errors import BackendUnavailableError, InputError
+from graphcheck.search.database import ENV_VAR as DATABASE_ENV, DatabaseSpec
+from graphcheck.search.fuzz import FuzzResult
+from graphcheck.search.suite_registry import Suite, load_suites
+
+
+def resolve_backend(name: str, emulate: bool) -> Any:
+    """backends.devices.resolve, with its errors mapped to exit codes."""
+    from graphcheck.backends.devices import BackendUnavailable, UnknownBackend, resolve
+
+    try:
+        return resolve(name, emulate=emulate)
+    except UnknownBackend as err:
+        raise InputError(str(err)) from None
+    except BackendUnavailable as err:
+        raise BackendUnavailableError(str(err)) from None
+
+
+def check_faults(names: list[str] | None) -> tuple[str, ...]:
+    from graphcheck.backends.engine.faults import UnknownFault, check_faults as check
+
+    try:
+        return tuple(sorted(check(names or ())))
+    except UnknownFault as err:
+        raise InputError(str(err)) from None
+
+
+def pick_suites(names: list[str] | None) -> list[Suite]:
+    known = load_suites()
+    if not names:
+        return list(known.values())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"unknown suite {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[n] for n in dict.fromkeys(names)]
+
+
+def make_dir(path: Path, what: str, *, exist_ok: bool = True) -> None:
+    """``mkdir -p path``; a failure is a InputError naming ``what`` it was for."""
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except OSError as err:
+        raise InputError(f"cannot create {what} {path}: {err.strerror or err}") from None
+
+
+def claim_run_dir(parent: Path) -> tuple[str, Path]:
+    """A new, empty report folder ``parent/<run-id>``, created atomically: its id and path.
+
+    The id is the time to the second; when another run (or process) took it
+    first, ``-2``, ``-3``, ... are tried, each an atomic ``mkdir``.
+    """
+    from graphcheck.report import new_run_id
+
+    make_dir(parent, "report folder")
+    base = new_run_id()
+    for attempt in range(1, 1000):
+        run_id = base if attempt == 1 else f"{base}-{attempt}"
+        try:
+            (parent / run_id).mkdir()
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise InputError(f"cannot create report folder {parent / run_id}: {err.strerror or err}") from None
+        return run_id, parent / run_id
+    raise InputError(f"cannot create a report folder in {parent}: 999 runs started in the same second")
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """Fail now, not after the run, when ``path`` cannot be written (its folder is created)."""
+    make_dir(path.parent, f"folder for {what}")
+    existed = path.exists()
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise InputError(f"cannot write {what} {path}: {err.strerror or err}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    backend: Any
+    faults: tuple[str, ...]
+    suites: list[Suite]
+    examples: int
+    seed: int
+    out_dir: Path
+    run_id: str
+    database: DatabaseSpec = DatabaseSpec("none")
+    example_db: Any = None  # the opened Hypothesis ExampleDatabase, None for "none"
+    jobs: int = 1  # parallel workers (-j); each fuzzes every suite with its own seed
+    xdist_args: list[str] = dataclasses.field(default_factory=list)  # --xdist-args, split
+    emulate: bool = False  # --emulate as given (cpu is emulated without it)
+
+
+def open_database(option: str | None) -> tuple[DatabaseSpec, Any]:
+    """The example database ``--database`` names, opened; the default location may fall back to none, loudly."""
+    spec = DatabaseSpec.parse(option)
+    try:
+        return spec, spec.open()
+    except InputError as err:
+        if option is not None or os.environ.get(DATABASE_ENV):
+            raise
+        print(f"graphcheck: warning: {err}; failing examples will not be saved (pass --database)", file=sys.stderr)
+        return DatabaseSpec("none"), None
+
+
+def run_info(args: argparse.Namespace, plan: RunPlan, outcomes: Sequence[CheckOutcome], started_at: str,
+              elapsed: float) -> Any:
+    from graphcheck.report import RunInfo, graphcheck_version
+
+    runner = next((o.runner for o in outcomes if o.runner != "none"), "none")
+    return RunInfo(
+        run_id=plan.run_id, backend=plan.backend.name, runner=runner, emulate=plan.emulate, seed=plan.seed,
+        profile=getattr(args, "profile", ""), started_at=started_at, elapsed_s=elapsed, version=graphcheck_version(),
+        faults=plan.faults,
+    )
+
+
+def write_reports(
+    args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], started_at: str, elapsed: float,
+    fuzzed: Sequence[FuzzResult] = (),
+) -> Any:
+    from graphcheck.report import write_junit, write_report
+
+    info = run_info(args, plan, outcomes, started_at, elapsed)
+    suites = suite_runs(fuzzed, outcomes)
+    summary = ("summary.md",) if github.enabled(getattr(args, "github", None)) else ()
+    paths = write_report(outcomes, plan.out_dir, command=" ".join(args.argv), run_info=info, suites=suites,
+                         extra_files=summary)
+    if getattr(args, "junit", None):
+        write_junit(outcomes, Path(args.junit), info, suites=suites)
+    return paths
+
+
+def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -> list[Any]:
+    """The report's view of each suite's search (``SuiteRun``), tied to its outcome when that is reported."""
+    from graphcheck.report import SuiteRun
+
+    reported = {id(o) for o in outcomes}
+
+    def one(result: FuzzResult) -> Any:
+        found = result.outcome
+        if found is None:
+            shrink = "-"
+        elif found.device_error is not None:
+            shrink = "unshrunk: device lost"
+        else:
+            shrink = "interrupted" if result.interrupted else "shrunk"
+        return SuiteRun(
+            result.suite, result.examples, result.steps, result.elapsed_s, found is None or found.clean, shrink,
+            found.first.headline() if found is not None and found.first else None, result.first_failure_at,
+            found.scenario.name if found is not None and id(found) in reported else None,
+        )
+
+    return [one(r) for r in fuzzed]
+
+
+def publish_github(args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome],
+                    fuzzed: Sequence[FuzzResult], paths: Any) -> None:
+    info = run_info(args, plan, outcomes, "", 0.0)
+    github.publish(github.FinishedRun(
+        outcomes, info, paths, command=" ".join(args.argv), suites=github.suite_lines(fuzzed),
+        ci=github.CiContext.from_env(),
+    ))
+
+
+__all__ = [
+    "RunPlan",
+    "check_faults",
+    "check_writable_file",
+    "claim_run_dir",
+    "make_dir",
+    "open_database",
+    "pick_suites",
+    "publish_github",
+    "resolve_backend",
+    "run_info",
+    "suite_runs",
+    "write_reports",
+]

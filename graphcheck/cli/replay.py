@@ -1,0 +1,60 @@
+"""``graphcheck replay``: one scenario file, or a report folder with its recorded settings, in lockstep."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from graphcheck import github
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.cli import exitcodes
+from graphcheck.cli.common import (
+    RunPlan,
+    check_faults,
+    check_writable_file,
+    claim_run_dir,
+    publish_github,
+    resolve_backend,
+    write_reports,
+)
+from graphcheck.cli.console import make_console, outcome_line, plain
+from graphcheck.cli.progress import plural
+from graphcheck.cli.replay_target import replay_target
+from graphcheck.scenario import engine_memory_limit, load_scenario
+from graphcheck.search.fuzz import write_pending
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    target = replay_target(args)
+    engine_memory_limit()
+    scenario = load_scenario(str(target.scenario_path))
+    faults = check_faults(list(target.faults))
+    backend = resolve_backend(target.backend, target.emulate)
+    if getattr(args, "junit", None):
+        check_writable_file(Path(args.junit), "--junit file")
+    run_id, out_dir = claim_run_dir(Path(args.report_dir))
+    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate)
+    console = make_console()
+    publish = github.enabled(getattr(args, "github", None))
+    with github.commands_stopped(publish):
+        console.print(f"replaying {plain(scenario.name or 'scenario')} "
+                      f"({plural(len(scenario.requests), 'request')}, {plural(scenario.num_steps, 'step')}) "
+                      f"from {plain(target.scenario_path)}")
+        for line in target.describe(backend.description, faults):
+            console.print(f"  {line}", markup=False)
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = time.perf_counter()
+        write_pending(out_dir / "pending-scenario.json", scenario)
+        outcome = check_scenario(scenario, backend, faults=faults)
+        (out_dir / "pending-scenario.json").unlink(missing_ok=True)
+        paths = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+        console.print(outcome_line(outcome))
+        console.print(f"report: {paths.index_html}", markup=False)
+    if publish:
+        publish_github(args, plan, [outcome], (), paths)
+    return exitcodes.CLEAN if outcome.clean else exitcodes.DIVERGENCE
+
+
+__all__ = ["replay_command"]

@@ -1,0 +1,206 @@
+"""``graphcheck run``: the built-in scenarios and a fuzzing search per suite, in lockstep; one report.
+
+``-j 1`` fuzzes in this process; ``-j N`` hands the suites to pytest-xdist
+workers (``graphcheck.parallel.run``) and merges what they found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from graphcheck import github
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.records import CheckOutcome, replay_command_line
+from graphcheck.cli import exitcodes
+from graphcheck.cli.common import (
+    RunPlan,
+    check_faults,
+    check_writable_file,
+    claim_run_dir,
+    open_database,
+    pick_suites,
+    publish_github,
+    resolve_backend,
+    write_reports,
+)
+from graphcheck.cli.console import make_console, plain, summary_table
+from graphcheck.cli.progress import RunProgress, plural
+from graphcheck.errors import InputError
+from graphcheck.scenario import engine_memory_limit
+from graphcheck.search.builtin import builtin_scenarios
+from graphcheck.search.database import database_key
+from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, fuzz_suite, label_found, write_fuzz_summary, write_pending
+from graphcheck.search.suite_registry import Suite
+
+#: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
+RUN_PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
+
+
+def plan_run(args: argparse.Namespace) -> RunPlan:
+    """Check every option and output path, cheapest first; then claim the report folder."""
+    engine_memory_limit()  # a malformed GRAPHCHECK_MAX_ENGINE_MEMORY fails here, not inside a search
+    suites = pick_suites(args.suite)
+    examples = args.examples if args.examples is not None else RUN_PROFILE_EXAMPLES[args.profile]
+    if not 1 <= examples <= 100_000:
+        raise InputError(f"--examples must be in [1, 100000], got {examples}")
+    faults = check_faults(args.inject)
+    jobs = getattr(args, "jobs", 1)
+    from graphcheck.parallel.run import check_options
+
+    xdist_args = check_options(jobs, getattr(args, "xdist_args", ""))
+    if getattr(args, "junit", None):
+        check_writable_file(Path(args.junit), "--junit file")
+    backend = resolve_backend(args.backend, args.emulate)
+    database, example_db = open_database(getattr(args, "database", None))
+    run_id, out_dir = claim_run_dir(Path(args.report_dir))
+    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id, database, example_db, jobs,
+                   xdist_args, bool(args.emulate))
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: what it had found so far, for the report."""
+
+    def __init__(self, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> None:
+        super().__init__()
+        self.outcomes, self.fuzzed = outcomes, fuzzed
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if not 1 <= args.steps <= 10_000:
+        raise InputError(f"--steps must be in [1, 10000], got {args.steps}")
+    plan = plan_run(args)
+    console = make_console()
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = time.perf_counter()
+    pending = plan.out_dir / "pending-scenario.json"
+    publish = github.enabled(getattr(args, "github", None))
+    interrupted = False
+    with github.commands_stopped(publish):
+        _print_header(console, plan)
+        try:
+            outcomes, fuzzed = _run_suites(args, plan, console, pending)
+        except RunInterrupted as stop:
+            outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
+        elapsed = time.perf_counter() - started
+        pending.unlink(missing_ok=True)
+        write_fuzz_summary(plan.out_dir / "fuzz.json", fuzzed, seed=plan.seed, jobs=plan.jobs,
+                           database=plan.database.describe(), interrupted=interrupted)
+        paths = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed) if outcomes else None
+        if outcomes:
+            console.print(summary_table(outcomes, fuzzed))
+        _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted)
+    if publish and paths is not None:
+        publish_github(args, plan, outcomes, fuzzed, paths)
+    if interrupted:
+        return exitcodes.INTERRUPTED
+    return exitcodes.DIVERGENCE if any(not o.clean for o in outcomes) else exitcodes.CLEAN
+
+
+def _print_header(console: Any, plan: RunPlan) -> None:
+    backend = plan.backend
+    console.print(f"graphcheck run {plan.run_id}: backend {backend.name} ({backend.description})", highlight=False)
+    injected = f"; injected: {', '.join(plan.faults)}" if plan.faults else ""
+    console.print(f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite, "
+                  f"seed {plan.seed}{injected}", highlight=False)
+    console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
+
+
+def _print_verdict(console: Any, plan: RunPlan, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult],
+                   elapsed: float, paths: Any, interrupted: bool) -> None:
+    first = next((o for o in outcomes if not o.clean), None)
+    examples = sum(r.examples for r in fuzzed)
+    if interrupted:
+        found = f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
+        console.print(f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}")
+    elif first is not None and first.first is not None:
+        console.print(f"[bold red]DIVERGENCE[/] {plain(first.first.headline())}")
+    else:
+        console.print(f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
+                      f"{plural(examples, 'fuzzed example')}, {elapsed:.1f}s")
+    if paths is None:
+        console.print(f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}",
+                      markup=False)
+        return
+    if first is not None:
+        console.print(f"replay: {_replay_line(plan, paths.scenario_json)}", markup=False)
+    console.print(f"report: {paths.index_html}", markup=False)
+
+
+def _replay_line(plan: RunPlan, scenario_json: Path) -> str:
+    return replay_command_line(scenario_json, plan.backend.name, emulate=plan.emulate, faults=plan.faults)
+
+
+def _run_suites(args: argparse.Namespace, plan: RunPlan, console: Any,
+                pending: Path) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+    if plan.jobs > 1:
+        from graphcheck.parallel.run import run_parallel
+
+        return run_parallel(args, plan, console)
+    from graphcheck.check.threads import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
+
+    with single_threaded(plan.backend):
+        return _run_in_process(args, plan, console, pending)
+
+
+def _run_in_process(
+    args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
+) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+    """``-j 1``: every suite with ``plan.seed`` in this process, then the demo scenarios.
+
+    A Ctrl-C raises RunInterrupted with what was found so far (a search's
+    smallest diverging scenario included).
+    """
+    outcomes: list[CheckOutcome] = []
+    fuzzed: list[FuzzResult] = []
+    with RunProgress(console, enabled=not args.quiet) as progress:
+        try:
+            # Suites first: a divergence they find comes back shrunk to a minimal scenario.
+            for suite in plan.suites:
+                if _fuzz_one(suite, args, plan, console, pending, progress, outcomes, fuzzed):
+                    break
+            # Then the built-in demo scenarios: a fixed smoke check of every verify mode.
+            if args.keep_going or not outcomes:
+                for scenario in builtin_scenarios(args.steps):
+                    write_pending(pending, scenario)
+                    outcome = check_scenario(scenario, plan.backend, faults=plan.faults)
+                    progress.example(scenario.name, outcome)
+                    outcomes.append(outcome)
+        except SearchInterrupted as stop:
+            fuzzed.append(stop.result)
+            if stop.result.outcome is not None:
+                label_found(stop.result.outcome, stop.result.suite, interrupted=True)
+                outcomes.append(stop.result.outcome)
+            raise RunInterrupted(outcomes, fuzzed) from None
+        except KeyboardInterrupt:
+            raise RunInterrupted(outcomes, fuzzed) from None
+    return outcomes, fuzzed
+
+
+def _fuzz_one(suite: Suite, args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path,
+              progress: RunProgress, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> bool:
+    """Fuzz one suite into ``outcomes`` / ``fuzzed``; whether the run stops here."""
+    progress.start_suite(suite.name, plan.examples)
+    result = fuzz_suite(
+        suite.name, suite.strategy(), plan.backend, examples=plan.examples, seed=plan.seed,
+        faults=plan.faults, pending_path=pending, on_progress=progress.search,
+        database=plan.example_db, database_key=database_key(suite.name, plan.backend, plan.faults),
+    )
+    fuzzed.append(result)
+    progress.end_suite(result)
+    if result.outcome is None:
+        return False
+    lost = label_found(result.outcome, suite.name)
+    outcomes.append(result.outcome)
+    if lost:
+        console.print(f"[bold red]device lost[/] {plain(result.outcome.device_error)}: the engine's failure "
+                      "poisoned the device for this process, so the scenario is reported unshrunk and the run "
+                      "stops; `graphcheck replay` it in a fresh process")
+        return True
+    return not args.keep_going
+
+
+__all__ = ["RUN_PROFILE_EXAMPLES", "RunInterrupted", "plan_run", "run_command"]
