@@ -268,7 +268,7 @@ def _show(value: Any) -> str:
 
 def _type_name(value: Any) -> str:
     try:
-        name = type.__dict__["__name__"].__get__(type(value))
+        name = vars(type)["__name__"].__get__(type(value))  # the real name, whatever the class claims
     except Exception:
         name = "?"
     return ascii(name)[1:-1] if isinstance(name, str) else "?"

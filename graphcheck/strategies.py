@@ -443,7 +443,8 @@ def request_scripts(
     bursts = draw(burst_steps(num_steps, max_bursts=max_bursts))
     one = scripted_requests(config, num_steps, bursts, **request_kw)
     parts = draw(st.lists(one, min_size=min_requests, max_size=max_requests))
-    requests, accepts = [], []
+    requests: list[RequestSpec] = []
+    accepts: list[AcceptOverride] = []
     for i, part in enumerate(parts):
         rid = f"r{i}"
         requests.append(dataclasses.replace(part.requests[0], request_id=rid))

@@ -34,7 +34,7 @@ from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batc
 
 #: The scenario that shows each fault (tests/test_faults.py has the torch story per fault).
 from _fault_scenarios import FAULT_SCENARIOS, with_scope  # noqa: E402
-from _layers import fast_first
+from _layers import fast_first  # noqa: E402
 
 xp = make_ops("paddle", "cpu")
 

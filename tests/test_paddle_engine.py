@@ -41,7 +41,7 @@ from graphcheck.backends.xp import make_ops  # noqa: E402
 from graphcheck.scenario import SEED_MODULUS  # noqa: E402
 from graphcheck.reference import make_weights  # noqa: E402
 import graphcheck.reference.rng as ref_rng  # noqa: E402
-from _layers import fast_first
+from _layers import fast_first  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -330,7 +330,9 @@ def test_fuzzing_table_names_every_shrink_state(tmp_path: Path) -> None:
 
 
 def test_file_list_names_fuzz_json_and_summary_md(tmp_path: Path, fuzzed_clean: ReportPaths) -> None:
-    files = lambda paths: [r for r in re.findall(r'<a href="([^"#]+)">', paths.index_html.read_text())]
+    def files(paths: ReportPaths) -> list[str]:
+        return re.findall(r'<a href="([^"#]+)">', paths.index_html.read_text())
+
     assert files(fuzzed_clean) == ["fuzz.json", "index.html", "divergences.json", "scenario.json", "junit.xml", "fuzz.json"]
     plain = write([samples.clean_outcome()], tmp_path / "plain")
     assert "fuzz.json" not in files(plain) and "summary.md" not in files(plain)

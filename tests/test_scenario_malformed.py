@@ -153,7 +153,7 @@ def test_nesting_around_the_recursion_limit(path: tuple, opener: str, closer: st
     base = _valid()
     for depth in range(max(1, limit - 260), limit + 40):
         raw = opener * depth + ("1" if opener != "[" else "") + closer * depth
-        _error(lambda: Scenario.from_json(_text_with(base, path, raw)))
+        _error(lambda: Scenario.from_json(_text_with(base, path, raw)))  # noqa: B023  (called at once)
 
 
 @pytest.mark.parametrize("depth", [900, 1500, 2000, 100_000])
