@@ -109,9 +109,7 @@ def _version(*dists: str) -> str | None:
 
 def _load_torch(backend: str) -> Any:
     if importlib.util.find_spec("torch") is None:
-        raise BackendUnavailable(
-            f"backend '{backend}' needs PyTorch, which is not installed here (pip install torch)"
-        )
+        raise BackendUnavailable(f"backend '{backend}' needs PyTorch, which is not installed here (pip install torch)")
     try:
         import torch
     except Exception as exc:  # e.g. a torch_npu install without the Ascend toolkit
@@ -174,8 +172,10 @@ def _xpu_count(paddle: Any) -> int:
 
 def _no_xpu_reason(paddle: Any) -> str:
     if not paddle.device.is_compiled_with_xpu():
-        return (f"paddle {paddle.__version__} is a build without XPU support "
-                "(paddle.device.is_compiled_with_xpu() is False)")
+        return (
+            f"paddle {paddle.__version__} is a build without XPU support "
+            "(paddle.device.is_compiled_with_xpu() is False)"
+        )
     return f"paddle {paddle.__version__} (built with XPU support) sees no XPU device (device_count() is 0)"
 
 
@@ -226,21 +226,34 @@ def _xpu_status() -> BackendStatus:
     version = _version(*_PADDLE_DISTS)
     emulate = "paddle on cpu, emulated runner"
     if version is None:
-        return BackendStatus("xpu", "paddle", None, None, "xpu", emulate, False,
-                             f"PaddlePaddle is not installed ({PADDLE_PIP}; --emulate needs it too)")
+        return BackendStatus(
+            "xpu",
+            "paddle",
+            None,
+            None,
+            "xpu",
+            emulate,
+            False,
+            f"PaddlePaddle is not installed ({PADDLE_PIP}; --emulate needs it too)",
+        )
     try:
         paddle = _load_paddle("xpu")
     except BackendUnavailable as exc:
         return BackendStatus("xpu", "paddle", version, None, "xpu", emulate, False, str(exc))
     count = _xpu_count(paddle)
-    note = (f"{count} Kunlun XPU device(s); paddle CUDAGraph on an XPU place" if count
-            else _no_xpu_reason(paddle) + "; --emulate works")
+    note = (
+        f"{count} Kunlun XPU device(s); paddle CUDAGraph on an XPU place"
+        if count
+        else _no_xpu_reason(paddle) + "; --emulate works"
+    )
     return BackendStatus("xpu", "paddle", paddle.__version__, count > 0, "xpu", emulate, count > 0, note)
 
 
 NPU_EMULATE = "torch on cpu, npu runner on the emulated NPU module"
-_NPU_EMULATE_HINT = ("Pass --emulate to run the npu backend's torch path and NPUGraph runner on the CPU "
-                     "with the emulated NPU device module.")
+_NPU_EMULATE_HINT = (
+    "Pass --emulate to run the npu backend's torch path and NPUGraph runner on the CPU "
+    "with the emulated NPU device module."
+)
 
 
 def _npu_binding() -> Any:
@@ -280,14 +293,18 @@ def _resolve_npu(emulate: bool) -> Device:
             framework="torch",
             device="cpu",
             runner_factory=_npu_emulated_runner,
-            description=(f"npu --emulate: torch {torch.__version__} on cpu, npu NPUGraph runner "
-                         "on the emulated NPU device module"),
+            description=(
+                f"npu --emulate: torch {torch.__version__} on cpu, npu NPUGraph runner "
+                "on the emulated NPU device module"
+            ),
             emulated=True,
         )
     binding = _npu_binding()
     if binding.module.device_count() == 0:
-        raise BackendUnavailable(f"backend 'npu' needs an Ascend NPU, but {binding.source} sees none "
-                                 f"(torch.npu.device_count() is 0). {_NPU_EMULATE_HINT}")
+        raise BackendUnavailable(
+            f"backend 'npu' needs an Ascend NPU, but {binding.source} sees none "
+            f"(torch.npu.device_count() is 0). {_NPU_EMULATE_HINT}"
+        )
     return Device(
         name="npu",
         framework="torch",
@@ -322,9 +339,13 @@ def _npu_status() -> BackendStatus:
     if version is None and importlib.util.find_spec("torch_npu") is None:
         return row(bool(nodes), False, f"torch_npu is not installed; {seen}; --emulate works (needs torch)")
     if _ascend_toolkit() is None:
-        return row(bool(nodes), False, f"torch_npu {version} is installed, but no Ascend CANN toolkit was found "
-                   "(ASCEND_TOOLKIT_HOME, /usr/local/Ascend): not imported, since the import would fail; "
-                   f"{seen}; --emulate works")
+        return row(
+            bool(nodes),
+            False,
+            f"torch_npu {version} is installed, but no Ascend CANN toolkit was found "
+            "(ASCEND_TOOLKIT_HOME, /usr/local/Ascend): not imported, since the import would fail; "
+            f"{seen}; --emulate works",
+        )
     try:
         binding = _npu_binding()
         count = int(binding.module.device_count())
@@ -390,16 +411,26 @@ def available_backends() -> list[BackendStatus]:
             gpu = bool(torch.cuda.is_available())
             cuda_note = (
                 f"{torch.cuda.device_count()} CUDA device(s): {torch.cuda.get_device_name(0)}"
-                if gpu else _no_gpu_reason(torch) + "; --emulate works"
+                if gpu
+                else _no_gpu_reason(torch) + "; --emulate works"
             )
         except BackendUnavailable as exc:
             cuda_note = str(exc)
     has_torch = torch_version is not None and gpu is not None
     return [
-        BackendStatus("cpu", "torch", torch_version, True, "emulated", None, has_torch,
-                      "torch on the CPU with the emulated graph runner" if has_torch else cuda_note),
-        BackendStatus("cuda", "torch", torch_version, gpu, "cuda", "torch on cpu, emulated runner",
-                      bool(gpu), cuda_note),
+        BackendStatus(
+            "cpu",
+            "torch",
+            torch_version,
+            True,
+            "emulated",
+            None,
+            has_torch,
+            "torch on the CPU with the emulated graph runner" if has_torch else cuda_note,
+        ),
+        BackendStatus(
+            "cuda", "torch", torch_version, gpu, "cuda", "torch on cpu, emulated runner", bool(gpu), cuda_note
+        ),
         _npu_status(),
         _xpu_status(),
     ]

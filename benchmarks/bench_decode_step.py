@@ -37,7 +37,9 @@ ROUNDS = 5 if QUICK else 30
 @pytest.fixture(scope="module")
 def device(bench_device: Any) -> Any:
     if bench_device.framework != "torch":
-        pytest.skip(f"the decode-step benchmark restores torch tensors; {bench_device.name} runs {bench_device.framework}")
+        pytest.skip(
+            f"the decode-step benchmark restores torch tensors; {bench_device.name} runs {bench_device.framework}"
+        )
     asked = bool(os.environ.get("GRAPHCHECK_BENCH_BACKEND"))
     if bench_device.device == "cpu" and not asked and os.environ.get("GRAPHCHECK_BENCH_CPU") != "1":
         pytest.skip("needs a CUDA device (or GRAPHCHECK_BENCH_BACKEND=cpu / GRAPHCHECK_BENCH_CPU=1 for the CPU)")
@@ -47,9 +49,17 @@ def device(bench_device: Any) -> Any:
 def _config(scope: str) -> EngineConfig:
     largest = max(RUNNING)
     return EngineConfig(
-        max_num_seqs=largest, num_speculative_tokens=3, num_model_steps=3,
-        capture_sizes=tuple(s for s in (1, 2, 4, 8, 16, 32, 64) if s <= largest), vocab_size=512, hidden_size=32,
-        block_size=16, max_model_len=256, verify_strategy="target_match", graph_scope=scope, model_seed=1,
+        max_num_seqs=largest,
+        num_speculative_tokens=3,
+        num_model_steps=3,
+        capture_sizes=tuple(s for s in (1, 2, 4, 8, 16, 32, 64) if s <= largest),
+        vocab_size=512,
+        hidden_size=32,
+        block_size=16,
+        max_model_len=256,
+        verify_strategy="target_match",
+        graph_scope=scope,
+        model_seed=1,
     )
 
 
@@ -58,8 +68,16 @@ WARM_STEPS = 3  # prefill, then two decode steps; the timed step is the fourth
 
 def _requests(config: EngineConfig, running: int, eos: int) -> list[RequestSpec]:
     return [
-        RequestSpec(f"r{i:02d}", 0, tuple((7 * i + j) % config.vocab_size for j in range(8)), max_dec_len=200,
-                    eos_token_ids=(eos,), temperature=1.0, top_p=0.9, seed=1000 + i)
+        RequestSpec(
+            f"r{i:02d}",
+            0,
+            tuple((7 * i + j) % config.vocab_size for j in range(8)),
+            max_dec_len=200,
+            eos_token_ids=(eos,),
+            temperature=1.0,
+            top_p=0.9,
+            seed=1000 + i,
+        )
         for i in range(running)
     ]
 
@@ -123,7 +141,11 @@ def test_decode_step(benchmark, device, running, mode):
 
     benchmark.group = f"decode step, {running} running"
     benchmark.extra_info.update(
-        kind="decode_step", running=running, mode=mode, backend=device.name, device=engine.xp.device,
+        kind="decode_step",
+        running=running,
+        mode=mode,
+        backend=device.name,
+        device=engine.xp.device,
         runner=engine.runner.name if engine.runner is not None else "none",
     )
     benchmark.pedantic(engine.step, args=(t, {}), setup=setup, rounds=ROUNDS, warmup_rounds=3, iterations=1)

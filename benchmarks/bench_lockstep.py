@@ -41,14 +41,29 @@ LATE_ARRIVAL = 8
 def steady_scenario(batch: int, num_steps: int = STEPS) -> Scenario:
     """``batch`` requests from step 0 plus one arriving at step 8; capture sizes 1, 2, 4, ... up to ``batch``."""
     config = EngineConfig(
-        max_num_seqs=batch, num_speculative_tokens=3, num_model_steps=2,
+        max_num_seqs=batch,
+        num_speculative_tokens=3,
+        num_model_steps=2,
         capture_sizes=tuple(s for s in (1, 2, 4, 8, 16, 32, 64) if s <= batch),
-        vocab_size=64, hidden_size=16, block_size=8, max_model_len=128,
-        verify_strategy="target_match", graph_scope="step", model_seed=11,
+        vocab_size=64,
+        hidden_size=16,
+        block_size=8,
+        max_model_len=128,
+        verify_strategy="target_match",
+        graph_scope="step",
+        model_seed=11,
     )
     requests = tuple(
-        RequestSpec(f"r{i:02d}", 0 if i < batch else LATE_ARRIVAL, tuple((5 * i + j) % 64 for j in range(6)),
-                    max_dec_len=90, eos_token_ids=(63,), temperature=1.0, top_p=0.9, seed=100 + i)
+        RequestSpec(
+            f"r{i:02d}",
+            0 if i < batch else LATE_ARRIVAL,
+            tuple((5 * i + j) % 64 for j in range(6)),
+            max_dec_len=90,
+            eos_token_ids=(63,),
+            temperature=1.0,
+            top_p=0.9,
+            seed=100 + i,
+        )
         for i in range(batch + 1)
     )
     return validate(Scenario(config, requests, (), num_steps, f"steady-b{batch}"))
@@ -78,7 +93,12 @@ def test_lockstep(benchmark: Any, bench_device: Any, name: str) -> None:
     assert all(o.clean for o in outcomes), [d.headline() for o in outcomes for d in o.failures]
     assert all(o.steps_run == scenario.num_steps for o in outcomes)
     benchmark.extra_info.update(
-        kind="lockstep", scenario=name, batch=scenario.config.max_num_seqs, backend=bench_device.name,
-        device=bench_device.device, runner=warm.runner, overhead_target=overhead_target(bench_device.device),
+        kind="lockstep",
+        scenario=name,
+        batch=scenario.config.max_num_seqs,
+        backend=bench_device.name,
+        device=bench_device.device,
+        runner=warm.runner,
+        overhead_target=overhead_target(bench_device.device),
         timings=timings.as_dict(),
     )

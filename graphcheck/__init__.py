@@ -59,6 +59,7 @@ def __getattr__(name: str) -> _Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_PUBLIC))
 
+
 #: The folders that install as graphcheck.<name>, top-level folders of a source checkout.
 MAPPED_PACKAGES = ("reference", "backends", "suites")
 

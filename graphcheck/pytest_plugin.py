@@ -63,15 +63,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("graphcheck", "graphcheck: device-graph capture checks in lockstep")
     group.addoption(
-        "--graphcheck-backend", choices=BACKENDS, default=None, metavar="NAME",
+        "--graphcheck-backend",
+        choices=BACKENDS,
+        default=None,
+        metavar="NAME",
         help=f"backend of the graphcheck fixtures: {', '.join(BACKENDS)} (default $GRAPHCHECK_BACKEND, else cpu)",
     )
     group.addoption(
-        "--graphcheck-emulate", action="store_true", default=None,
+        "--graphcheck-emulate",
+        action="store_true",
+        default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default $GRAPHCHECK_EMULATE)",
     )
     group.addoption(
-        "--graphcheck-profile", default=None, metavar="NAME",
+        "--graphcheck-profile",
+        default=None,
+        metavar="NAME",
         help="load a Hypothesis profile: graphcheck's ci, dev, thorough, or one your project registered",
     )
 
@@ -92,8 +99,11 @@ def profile_settings(name: str) -> dict[str, Any]:
     else:
         extra = {"print_blob": False, "derandomize": False}
     return dict(
-        parent=settings.get_profile("default"), max_examples=TEST_PROFILE_EXAMPLES[name], deadline=None,
-        suppress_health_check=[HealthCheck.too_slow], **extra,
+        parent=settings.get_profile("default"),
+        max_examples=TEST_PROFILE_EXAMPLES[name],
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        **extra,
     )
 
 
@@ -149,8 +159,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         return None
     name, emulate = backend_choice(config)
     profile = config.getoption("graphcheck_profile")
-    return (f"graphcheck: backend {name}{' --emulate' if emulate else ''}"
-            + (f", hypothesis profile {profile_name(profile)}" if profile else ""))
+    return f"graphcheck: backend {name}{' --emulate' if emulate else ''}" + (
+        f", hypothesis profile {profile_name(profile)}" if profile else ""
+    )
 
 
 @pytest.fixture(scope="session")

@@ -170,7 +170,7 @@ class Scenario:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes, *, max_engine_bytes: int | None = None) -> "Scenario":
+    def from_json(cls, text: str | bytes, *, max_engine_bytes: int | None = None) -> Scenario:
         """Parse and validate JSON text (a str, or UTF-8 bytes); every failure is a ScenarioError.
 
         ``max_engine_bytes``: the memory limit (see ``engine_memory_limit``); None reads
@@ -179,7 +179,7 @@ class Scenario:
         return cls.from_dict(_load_json(text), max_engine_bytes=max_engine_bytes)
 
     @classmethod
-    def from_dict(cls, data: Any, *, max_engine_bytes: int | None = None) -> "Scenario":
+    def from_dict(cls, data: Any, *, max_engine_bytes: int | None = None) -> Scenario:
         """Validate a decoded scenario (any object: every problem is a ScenarioError naming its field)."""
         return _parse_scenario(data, _limit(max_engine_bytes))
 
@@ -400,8 +400,9 @@ def _str(value: Any, path: str, max_len: int, *, printable: bool = False) -> str
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ScenarioError(
-            path, f"must be valid Unicode text: character {exc.start} is a lone surrogate "
-                  f"U+{ord(value[exc.start]):04X}, which UTF-8 cannot encode",
+            path,
+            f"must be valid Unicode text: character {exc.start} is a lone surrogate "
+            f"U+{ord(value[exc.start]):04X}, which UTF-8 cannot encode",
         ) from None
     if value.isascii() and value.isprintable():
         return value
@@ -409,8 +410,9 @@ def _str(value: Any, path: str, max_len: int, *, printable: bool = False) -> str
         code = ord(ch)
         if printable and not ch.isprintable():
             raise ScenarioError(
-                path, f"must be printable: character {i} (U+{code:04X}) is a control, format, separator, "
-                      "private-use or unassigned character",
+                path,
+                f"must be printable: character {i} (U+{code:04X}) is a control, format, separator, "
+                "private-use or unassigned character",
             )
         if code < 0x20 or 0x7F <= code < 0xA0 or code in (0xFFFE, 0xFFFF):
             raise ScenarioError(path, f"must not hold control characters: character {i} is U+{code:04X}")
@@ -467,6 +469,7 @@ def _join(path: str, key: str) -> str:
 # ---------------------------------------------------------------------------
 # Parsing and validation. Every check names its field and the allowed range.
 # ---------------------------------------------------------------------------
+
 
 def _parse_config(data: Any, path: str) -> EngineConfig:
     defaults = EngineConfig()

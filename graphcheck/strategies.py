@@ -55,7 +55,16 @@ Knob = Union[T, st.SearchStrategy[T], None]
 DEFAULT = EngineConfig()
 #: Capture-size sets tried first; the default comes first so shrinking ends there.
 PRESET_CAPTURE_SIZES: tuple[tuple[int, ...], ...] = (
-    DEFAULT.capture_sizes, (1, 2, 4, 8), (1,), (2, 4), (4,), (2, 4, 8), (1, 8), (1, 3, 6), (1, 2, 3, 4), (3, 6),
+    DEFAULT.capture_sizes,
+    (1, 2, 4, 8),
+    (1,),
+    (2, 4),
+    (4,),
+    (2, 4, 8),
+    (1, 8),
+    (1, 3, 6),
+    (1, 2, 3, 4),
+    (3, 6),
 )
 #: graph scopes, the default ("step") first
 SCOPES = ("step", "forward", "forward_sampling")
@@ -110,6 +119,7 @@ def toward(default: int, lo: int, hi: int) -> st.SearchStrategy[int]:
 # ---------------------------------------------------------------------------
 # Engine configurations
 # ---------------------------------------------------------------------------
+
 
 @_memo
 def capture_size_sets(
@@ -182,6 +192,7 @@ def engine_configs(
 # ---------------------------------------------------------------------------
 # Request fields
 # ---------------------------------------------------------------------------
+
 
 @_memo
 def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchStrategy[int]:
@@ -298,6 +309,7 @@ def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tup
 # ---------------------------------------------------------------------------
 # Requests and scripts
 # ---------------------------------------------------------------------------
+
 
 @st.composite
 def request_specs(

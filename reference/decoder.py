@@ -15,12 +15,12 @@ from typing import Mapping
 import numpy as np
 
 from graphcheck.driver import run_script
-from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
 from graphcheck.reference.model import Cache, draft_forward, draft_proposal, logits_of, target_forward
 from graphcheck.reference.rng import add_mod
 from graphcheck.reference.sampling import sample
 from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
 from graphcheck.reference.weights import Weights, make_weights
+from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
 
 
 def reasoning_status_at(spec: RequestSpec, t: int) -> int:
@@ -140,7 +140,13 @@ class ReferenceDecoder:
         def row(i: int) -> RowVerdict:
             row_seed = add_mod(seed, 4 * i)
             return judge_row(
-                cfg.verify_strategy, logits[i], spec.temperature, spec.top_p, spec.top_k, row_seed, cfg.max_candidate_len
+                cfg.verify_strategy,
+                logits[i],
+                spec.temperature,
+                spec.top_p,
+                spec.top_k,
+                row_seed,
+                cfg.max_candidate_len,
             )
 
         inp = VerifyInput(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphcheck.scenario import AMBIGUITY_EPS as EPS
 from graphcheck.reference.rng import uniform, uniform_open0
+from graphcheck.scenario import AMBIGUITY_EPS as EPS
 
 
 def rank_order(logits: np.ndarray) -> np.ndarray:

@@ -118,7 +118,9 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous or verdict.token_ambiguous)
 
 
-def naive_step(token: int, step_idx: int, max_dec_len: int, eos: Sequence[int], ambiguous: bool = False) -> VerifyResult:
+def naive_step(
+    token: int, step_idx: int, max_dec_len: int, eos: Sequence[int], ambiguous: bool = False
+) -> VerifyResult:
     """NAIVE mode: the one sampled token is emitted, nothing is verified."""
     out = _Emitter(step_idx, max_dec_len, eos)
     out.emit(token)
@@ -126,7 +128,13 @@ def naive_step(token: int, step_idx: int, max_dec_len: int, eos: Sequence[int], 
 
 
 def judge_row(
-    strategy: str, logits: np.ndarray, temperature: float, top_p: float, top_k: int, row_seed: int, max_candidate_len: int
+    strategy: str,
+    logits: np.ndarray,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    row_seed: int,
+    max_candidate_len: int,
 ) -> RowVerdict:
     """The RowVerdict of one row of integer logits under a verify strategy."""
     if strategy == "greedy":

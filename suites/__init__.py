@@ -16,20 +16,45 @@ from graphcheck.suites import scenarios as sc
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
-        Suite("addresses", "static inputs keep their storage across replays of every bucket",
-              sc.address_scenarios, (1, 2, 12, 17)),
-        Suite("padding", "batches shrink and grow across buckets: stale padded rows, holes, output slicing",
-              sc.padding_scenarios, (3, 4, 5, 11)),
-        Suite("accept", "forced accept patterns, verify strategies and policies, reasoning and eos rules",
-              sc.accept_scenarios, (5, 13, 16)),
-        Suite("seeds", "per-request seeds advance by the right amount on every path and wrap the modulus",
-              sc.seed_scenarios, (8, 9, 10)),
-        Suite("capacity", "max_num_seqs below the largest bucket, queues, missing buckets, no graphs",
-              sc.capacity_scenarios, (6, 7, 12)),
-        Suite("memory", "long replay stretches: memory stays flat after the first replay",
-              sc.memory_scenarios, (2, 14)),
-        Suite("lifecycle", "arrivals, aborts, exits and reasoning changes at any step, with queueing",
-              sc.lifecycle_scenarios, (3, 4, 15, 16)),
+        Suite(
+            "addresses",
+            "static inputs keep their storage across replays of every bucket",
+            sc.address_scenarios,
+            (1, 2, 12, 17),
+        ),
+        Suite(
+            "padding",
+            "batches shrink and grow across buckets: stale padded rows, holes, output slicing",
+            sc.padding_scenarios,
+            (3, 4, 5, 11),
+        ),
+        Suite(
+            "accept",
+            "forced accept patterns, verify strategies and policies, reasoning and eos rules",
+            sc.accept_scenarios,
+            (5, 13, 16),
+        ),
+        Suite(
+            "seeds",
+            "per-request seeds advance by the right amount on every path and wrap the modulus",
+            sc.seed_scenarios,
+            (8, 9, 10),
+        ),
+        Suite(
+            "capacity",
+            "max_num_seqs below the largest bucket, queues, missing buckets, no graphs",
+            sc.capacity_scenarios,
+            (6, 7, 12),
+        ),
+        Suite(
+            "memory", "long replay stretches: memory stays flat after the first replay", sc.memory_scenarios, (2, 14)
+        ),
+        Suite(
+            "lifecycle",
+            "arrivals, aborts, exits and reasoning changes at any step, with queueing",
+            sc.lifecycle_scenarios,
+            (3, 4, 15, 16),
+        ),
         Suite("all", "the general strategy: every dimension mixed", sc.general_scenarios, tuple(range(1, 18))),
     )
 }

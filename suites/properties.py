@@ -26,7 +26,7 @@ from graphcheck.scenario import Scenario
 from graphcheck.suites import Suite
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(name: str, emulate: bool) -> Any:
     from graphcheck.backends.devices import resolve
 

@@ -25,8 +25,15 @@ def address_scenarios() -> st.SearchStrategy[Scenario]:
     """Graphs always captured, requests that live long enough for replays of several buckets
     (static inputs rebound, freed or baked in show on the first replay that reads them)."""
     configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
-    return scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=12, lifetimes=("long", "mixed"),
-                     max_accept_runs=1, name="addresses")
+    return scenarios(
+        configs=configs,
+        max_requests=4,
+        min_steps=2,
+        max_steps=12,
+        lifetimes=("long", "mixed"),
+        max_accept_runs=1,
+        name="addresses",
+    )
 
 
 def padding_scenarios() -> st.SearchStrategy[Scenario]:
@@ -38,8 +45,16 @@ def padding_scenarios() -> st.SearchStrategy[Scenario]:
         capture_sizes=_any_order(st.one_of(sparse, capture_size_sets(allow_empty=False))),
         max_num_seqs=st.integers(2, 8),
     )
-    return scenarios(configs=configs, min_requests=2, max_requests=6, min_steps=3, max_steps=16,
-                     lifetimes=("long", "mixed", "short"), max_accept_runs=2, name="padding")
+    return scenarios(
+        configs=configs,
+        min_requests=2,
+        max_requests=6,
+        min_steps=3,
+        max_steps=16,
+        lifetimes=("long", "mixed", "short"),
+        max_accept_runs=2,
+        name="padding",
+    )
 
 
 def forcing_accepts_at_reasoning_changes(scenario: Scenario) -> Scenario:
@@ -67,8 +82,16 @@ def accept_scenarios() -> st.SearchStrategy[Scenario]:
         naive_mode=False,
         accept_policy=st.sampled_from(("normal", "accept_all", "normal", "reject_all")),
     )
-    base = scenarios(configs=configs, max_requests=4, min_steps=2, max_steps=14, max_accept_runs=3,
-                     lifetimes=("long", "mixed", "short"), max_eos=3, name="accept")
+    base = scenarios(
+        configs=configs,
+        max_requests=4,
+        min_steps=2,
+        max_steps=14,
+        max_accept_runs=3,
+        lifetimes=("long", "mixed", "short"),
+        max_eos=3,
+        name="accept",
+    )
     forcing = st.sampled_from((False, True, True))  # shrinks to no extra overrides
     return st.tuples(base, forcing).map(lambda p: forcing_accepts_at_reasoning_changes(p[0]) if p[1] else p[0])
 
@@ -85,10 +108,21 @@ def seed_scenarios() -> st.SearchStrategy[Scenario]:
     @st.composite
     def build(draw: st.DrawFn) -> Scenario:
         config = draw(configs)
-        return draw(scenarios(configs=st.just(config), max_requests=4, min_steps=2, max_steps=14,
-                              lifetimes=("long", "mixed"), aborts=False, reasoning=False,
-                              seed=seeds(config, 14), sampling=sampling_params(config, spread="random"),
-                              max_accept_runs=1, name="seeds"))
+        return draw(
+            scenarios(
+                configs=st.just(config),
+                max_requests=4,
+                min_steps=2,
+                max_steps=14,
+                lifetimes=("long", "mixed"),
+                aborts=False,
+                reasoning=False,
+                seed=seeds(config, 14),
+                sampling=sampling_params(config, spread="random"),
+                max_accept_runs=1,
+                name="seeds",
+            )
+        )
 
     return build()
 
@@ -102,24 +136,50 @@ def capacity_scenarios() -> st.SearchStrategy[Scenario]:
         capture_sizes=_any_order(st.one_of(presets, capture_size_sets(max_size=16))),
         max_num_seqs=st.integers(1, 4),
     )
-    return scenarios(configs=configs, min_requests=1, max_requests=7, min_steps=2, max_steps=14,
-                     lifetimes=("long", "short", "mixed"), max_accept_runs=1, name="capacity")
+    return scenarios(
+        configs=configs,
+        min_requests=1,
+        max_requests=7,
+        min_steps=2,
+        max_steps=14,
+        lifetimes=("long", "short", "mixed"),
+        max_accept_runs=1,
+        name="capacity",
+    )
 
 
 def memory_scenarios() -> st.SearchStrategy[Scenario]:
     """Long decode-only stretches of replays (memory must stay flat after the first replay)."""
     configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
-    return scenarios(configs=configs, max_requests=3, min_steps=3, max_steps=20, max_bursts=1,
-                     lifetimes=("long",), aborts=False, max_accept_runs=1, name="memory")
+    return scenarios(
+        configs=configs,
+        max_requests=3,
+        min_steps=3,
+        max_steps=20,
+        max_bursts=1,
+        lifetimes=("long",),
+        aborts=False,
+        max_accept_runs=1,
+        name="memory",
+    )
 
 
 def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
     """Arrivals, aborts, exits on eos and max_dec_len, queueing and reasoning changes at any
     step; short lifetimes first, so slots free and are reused from the simplest example on."""
     configs = engine_configs(max_num_seqs=st.integers(1, 4))
-    return scenarios(configs=configs, min_requests=2, max_requests=7, min_steps=3, max_steps=16,
-                     lifetimes=("short", "mixed", "long"), max_bursts=4, max_eos=4, max_accept_runs=1,
-                     name="lifecycle")
+    return scenarios(
+        configs=configs,
+        min_requests=2,
+        max_requests=7,
+        min_steps=3,
+        max_steps=16,
+        lifetimes=("short", "mixed", "long"),
+        max_bursts=4,
+        max_eos=4,
+        max_accept_runs=1,
+        name="lifecycle",
+    )
 
 
 def general_scenarios() -> st.SearchStrategy[Scenario]:

@@ -12,6 +12,7 @@ import numpy as np
 from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS
 from graphcheck.driver import apply_events  # noqa: F401  (re-exported for tests)
 from graphcheck.search.builtin import demo_scenario
+
 if TYPE_CHECKING:
     from graphcheck.backends.engine import Engine
     from graphcheck.reference.weights import Weights
@@ -39,10 +40,18 @@ def demo(mode: str) -> Scenario:
 def buckets_scenario() -> Scenario:
     """Eight slots, buckets 1/2/4/8: R climbs 1 -> 2 -> 4+ -> 8, holes appear and refill."""
     cfg = EngineConfig(
-        max_num_seqs=8, num_speculative_tokens=2, num_model_steps=2, capture_sizes=(1, 2, 4, 8),
-        vocab_size=64, hidden_size=16, block_size=4, max_model_len=64,
-        verify_strategy="target_match", model_seed=11,
+        max_num_seqs=8,
+        num_speculative_tokens=2,
+        num_model_steps=2,
+        capture_sizes=(1, 2, 4, 8),
+        vocab_size=64,
+        hidden_size=16,
+        block_size=4,
+        max_model_len=64,
+        verify_strategy="target_match",
+        model_seed=11,
     )
+
     def req(rid: str, arrival: int, prompt: tuple[int, ...], max_dec_len: int, eos=(63,), **kw: Any) -> RequestSpec:
         return RequestSpec(rid, arrival, prompt, max_dec_len=max_dec_len, eos_token_ids=eos, **kw)
 
@@ -59,7 +68,9 @@ def buckets_scenario() -> Scenario:
         req("a9", 13, (30, 31), 20, top_p=0.9, seed=10),
     )
     accepts = (
-        AcceptOverride(5, "a0", 2), AcceptOverride(7, "a2", 0), AcceptOverride(9, "a5", 2),
+        AcceptOverride(5, "a0", 2),
+        AcceptOverride(7, "a2", 0),
+        AcceptOverride(9, "a5", 2),
         AcceptOverride(13, "a4", 1),
     )
     return validate(Scenario(cfg, requests, accepts, num_steps=22, name="buckets"))
@@ -68,9 +79,17 @@ def buckets_scenario() -> Scenario:
 def small_seqs_scenario() -> Scenario:
     """max_num_seqs (2) below the largest bucket (8); accept_all; GREEDY; a queue."""
     cfg = EngineConfig(
-        max_num_seqs=2, num_speculative_tokens=3, num_model_steps=3, capture_sizes=(8, 4, 2, 1),
-        vocab_size=64, hidden_size=16, block_size=8, max_model_len=96,
-        verify_strategy="greedy", accept_policy="accept_all", model_seed=5,
+        max_num_seqs=2,
+        num_speculative_tokens=3,
+        num_model_steps=3,
+        capture_sizes=(8, 4, 2, 1),
+        vocab_size=64,
+        hidden_size=16,
+        block_size=8,
+        max_model_len=96,
+        verify_strategy="greedy",
+        accept_policy="accept_all",
+        model_seed=5,
     )
     requests = (
         RequestSpec("b0", 0, (7, 7, 7), max_dec_len=25, eos_token_ids=(62,), seed=3),
@@ -84,16 +103,23 @@ def small_seqs_scenario() -> Scenario:
 def eager_above_scenario() -> Scenario:
     """Buckets 1/2 only, four slots: decode steps with R > 2 run eagerly; TOPP, k = S = 1."""
     cfg = EngineConfig(
-        max_num_seqs=4, num_speculative_tokens=1, num_model_steps=1, capture_sizes=(1, 2),
-        vocab_size=64, hidden_size=16, block_size=2, max_model_len=48,
-        verify_strategy="topp", max_candidate_len=4, model_seed=3,
+        max_num_seqs=4,
+        num_speculative_tokens=1,
+        num_model_steps=1,
+        capture_sizes=(1, 2),
+        vocab_size=64,
+        hidden_size=16,
+        block_size=2,
+        max_model_len=48,
+        verify_strategy="topp",
+        max_candidate_len=4,
+        model_seed=3,
     )
     requests = (
         RequestSpec("c0", 0, (5, 6), max_dec_len=16, eos_token_ids=(1,), top_p=0.6, seed=1),
         RequestSpec("c1", 1, (8, 9, 10), max_dec_len=5, eos_token_ids=(2,), temperature=0.5, seed=2),
         RequestSpec("c2", 4, (11,), max_dec_len=12, eos_token_ids=(3,), top_p=0.9, seed=3),
-        RequestSpec("c3", 4, (12, 13), max_dec_len=12, eos_token_ids=(4,), temperature=3.0, seed=4,
-                    abort_step=10),
+        RequestSpec("c3", 4, (12, 13), max_dec_len=12, eos_token_ids=(4,), temperature=3.0, seed=4, abort_step=10),
         RequestSpec("c4", 9, (14, 15, 16), max_dec_len=8, eos_token_ids=(5,), seed=5),
     )
     accepts = (AcceptOverride(6, "c0", 1), AcceptOverride(7, "c2", 0))
@@ -247,8 +273,14 @@ def check_static_inputs(engine: Engine) -> None:
 
 #: Engine buffers that the bucket-8 graph of "buckets" must read under their engine names.
 NAMED_STATIC_INPUTS = (
-    "infer_seed", "seq_lens_this_time", "block_tables", "k_cache", "draft_k_cache",
-    "accept_override", "weights.embed", "cu_seqlens_out",
+    "infer_seed",
+    "seq_lens_this_time",
+    "block_tables",
+    "k_cache",
+    "draft_k_cache",
+    "accept_override",
+    "weights.embed",
+    "cu_seqlens_out",
 )
 
 

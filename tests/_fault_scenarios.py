@@ -30,7 +30,6 @@ from graphcheck.backends.engine.faults import (
     UNSLICED_GRAPH_OUTPUT,
     WARMUP_STATE_LEAKS,
 )
-from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch
 from graphcheck.scenario import (
     AcceptOverride,
     EngineConfig,
@@ -39,6 +38,7 @@ from graphcheck.scenario import (
     Scenario,
     validate,
 )
+from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch
 
 
 def with_scope(scenario: Scenario, scope: str) -> Scenario:
@@ -58,16 +58,27 @@ def joiner(scope: str = "step", num_steps: int = 3) -> Scenario:
 def one_draft_substep(scope: str = "step") -> Scenario:
     """late_joiner with num_model_steps 1: step 0 is r0's prefill and its only draft substep."""
     base = late_joiner(scope, num_steps=2)
-    return validate(dataclasses.replace(
-        base, config=dataclasses.replace(base.config, num_model_steps=1), name=f"one-draft-substep-{scope}"
-    ))
+    return validate(
+        dataclasses.replace(
+            base, config=dataclasses.replace(base.config, num_model_steps=1), name=f"one-draft-substep-{scope}"
+        )
+    )
 
 
 def _single(name: str, scope: str, prompt: tuple[int, ...], *, reasoning=(), accepts=()) -> Scenario:
     """One greedy request in one slot, k = 2, S = 1, bucket 1: step 0 prefills it, step 1 is the first replay."""
     config = EngineConfig(
-        max_num_seqs=1, num_speculative_tokens=2, num_model_steps=1, capture_sizes=(1,), vocab_size=64,
-        hidden_size=16, block_size=8, max_model_len=64, verify_strategy="greedy", graph_scope=scope, model_seed=11,
+        max_num_seqs=1,
+        num_speculative_tokens=2,
+        num_model_steps=1,
+        capture_sizes=(1,),
+        vocab_size=64,
+        hidden_size=16,
+        block_size=8,
+        max_model_len=64,
+        verify_strategy="greedy",
+        graph_scope=scope,
+        model_seed=11,
     )
     request = RequestSpec("r0", 0, prompt, max_dec_len=30, eos_token_ids=(63,), seed=5, reasoning=tuple(reasoning))
     return validate(Scenario(config, (request,), tuple(accepts), 3, f"{name}-{scope}"))
@@ -81,8 +92,11 @@ def long_prompt(scope: str = "step") -> Scenario:
 def reasoning_from_step_1(scope: str = "step") -> Scenario:
     """reasoning_status 1 from step 1, where its one draft is forced accepted: the rule must win (accept_num 1)."""
     return _single(
-        "reasoning-rule", scope, (3, 1, 4, 1, 5),
-        reasoning=(ReasoningChange(1, 1),), accepts=(AcceptOverride(step=1, request_id="r0", accepted=2),),
+        "reasoning-rule",
+        scope,
+        (3, 1, 4, 1, 5),
+        reasoning=(ReasoningChange(1, 1),),
+        accepts=(AcceptOverride(step=1, request_id="r0", accepted=2),),
     )
 
 

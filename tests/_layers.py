@@ -15,8 +15,9 @@ import pytest
 slow = pytest.mark.slow
 
 
-def fast_first(values: Sequence[Any], fast: int | Callable[[Any], bool] = 1,
-               ids: Sequence[str] | None = None) -> list[Any]:
+def fast_first(
+    values: Sequence[Any], fast: int | Callable[[Any], bool] = 1, ids: Sequence[str] | None = None
+) -> list[Any]:
     """``values`` for ``parametrize``: the first ``fast`` of them (or those ``fast`` accepts) unmarked, the rest slow.
 
     A tuple value is spread over several argnames, as ``parametrize`` does.

@@ -56,8 +56,15 @@ def _advance(live: _Live, step: int, scenario: Scenario) -> RequestStep:
     live.seed = (live.seed + cfg.seed_increment) % SEED_MODULUS
     stopped = live.generated >= spec.max_dec_len
     drafts = () if stopped else _tokens(step + 1, spec.request_id, cfg.num_speculative_tokens, cfg.vocab_size)
-    return RequestStep(spec.request_id, _tokens(step, spec.request_id, n, cfg.vocab_size), drafts,
-                       live.seed, live.step_idx, len(spec.prompt) + live.generated - 1, stopped)
+    return RequestStep(
+        spec.request_id,
+        _tokens(step, spec.request_id, n, cfg.vocab_size),
+        drafts,
+        live.seed,
+        live.step_idx,
+        len(spec.prompt) + live.generated - 1,
+        stopped,
+    )
 
 
 def _bucket(scenario: Scenario, real_bsz: int) -> int | None:
@@ -68,7 +75,9 @@ def _bucket(scenario: Scenario, real_bsz: int) -> int | None:
 def _bindings(bucket: int, k1: int) -> tuple[Binding, ...]:
     graph = f"target/{bucket}"
     return tuple(
-        Binding(graph, name, 0x7F3A_1000_0000 + i * 0x1000, 0x7F3A_1000_0000 + i * 0x1000, True, (bucket * k1,), "int64")
+        Binding(
+            graph, name, 0x7F3A_1000_0000 + i * 0x1000, 0x7F3A_1000_0000 + i * 0x1000, True, (bucket * k1,), "int64"
+        )
         for i, name in enumerate(("input_ids", "cu_seqlens_q_output", "infer_seed"))
     )
 
@@ -91,11 +100,22 @@ def base_records(scenario: Scenario) -> list[StepRecord]:
         real_bsz = max((s for _, s in slots), default=-1) + 1
         bucket = None if prefill or not live else _bucket(scenario, real_bsz)
         real = sum(len(live[r].spec.prompt) if live[r].new else cfg.tokens_per_request for r in live)
-        records.append(StepRecord(
-            "graph", step, StepResult(step, rows), slots, bucket, bucket is not None, real_bsz, len(live),
-            real, real if bucket is None else bucket * cfg.tokens_per_request,
-            _bindings(bucket, cfg.tokens_per_request) if bucket else (), 3 * 2**20,
-        ))
+        records.append(
+            StepRecord(
+                "graph",
+                step,
+                StepResult(step, rows),
+                slots,
+                bucket,
+                bucket is not None,
+                real_bsz,
+                len(live),
+                real,
+                real if bucket is None else bucket * cfg.tokens_per_request,
+                _bindings(bucket, cfg.tokens_per_request) if bucket else (),
+                3 * 2**20,
+            )
+        )
         for rid in [r.request_id for r in rows if r.stopped]:
             free.append(live.pop(rid).slot)
         for lv in live.values():
@@ -107,14 +127,34 @@ def _as_source(records: list[StepRecord], source: str) -> list[StepRecord]:
     if source == "graph":
         return list(records)
     eager = source == "eager"
-    return [dataclasses.replace(r, source=source, bucket=None, used_graph=False, bindings=(),
-                                padded_tokens=r.real_tokens, memory_bytes=2**20 if eager else 0) for r in records]
+    return [
+        dataclasses.replace(
+            r,
+            source=source,
+            bucket=None,
+            used_graph=False,
+            bindings=(),
+            padded_tokens=r.real_tokens,
+            memory_bytes=2**20 if eager else 0,
+        )
+        for r in records
+    ]
 
 
-def outcome_for(scenario: Scenario, divergences: Sequence[Divergence] = (), faults: tuple[str, ...] = ()) -> CheckOutcome:
+def outcome_for(
+    scenario: Scenario, divergences: Sequence[Divergence] = (), faults: tuple[str, ...] = ()
+) -> CheckOutcome:
     base = base_records(scenario)
-    return CheckOutcome(scenario, "cpu", "emulated", {s: _as_source(base, s) for s in SOURCES},
-                        list(divergences), steps_run=scenario.num_steps, elapsed_s=0.42, faults=faults)
+    return CheckOutcome(
+        scenario,
+        "cpu",
+        "emulated",
+        {s: _as_source(base, s) for s in SOURCES},
+        list(divergences),
+        steps_run=scenario.num_steps,
+        elapsed_s=0.42,
+        faults=faults,
+    )
 
 
 def patch_request(outcome: CheckOutcome, source: str, step: int, rid: str, **changes: object) -> RequestStep:
@@ -123,7 +163,7 @@ def patch_request(outcome: CheckOutcome, source: str, step: int, rid: str, **cha
     i = next(i for i, r in enumerate(records) if r.step == step)
     rows = records[i].result.requests
     j = next(j for j, r in enumerate(rows) if r.request_id == rid)
-    new_rows = rows[:j] + (dataclasses.replace(rows[j], **changes),) + rows[j + 1:]
+    new_rows = rows[:j] + (dataclasses.replace(rows[j], **changes),) + rows[j + 1 :]
     records[i] = dataclasses.replace(records[i], result=StepResult(step, new_rows))
     return rows[j]
 
@@ -135,8 +175,17 @@ def patch_record(outcome: CheckOutcome, source: str, step: int, **changes: objec
 
 
 def run_info(**changes: object) -> RunInfo:
-    info = RunInfo(run_id="20260509-073525", backend="cpu", runner="emulated", emulate=True, seed=1234,
-                   profile="ci", started_at="2026-05-09T07:35:25+00:00", elapsed_s=1.25, version="0.1.0")
+    info = RunInfo(
+        run_id="20260509-073525",
+        backend="cpu",
+        runner="emulated",
+        emulate=True,
+        seed=1234,
+        profile="ci",
+        started_at="2026-05-09T07:35:25+00:00",
+        elapsed_s=1.25,
+        version="0.1.0",
+    )
     return dataclasses.replace(info, **changes)
 
 
@@ -148,7 +197,9 @@ def diverged_outcome() -> CheckOutcome:
     """Address + token at step 3 (eager vs graph), an ambiguous row at step 5, a crash at step 7."""
     out = outcome_for(demo_scenario(num_steps=8), faults=("rebind_cu_seqlens",))
     graph3 = next(r for r in out.records["graph"] if r.step == 3)
-    stale = Binding(f"target/{graph3.bucket}", "cu_seqlens_q_output", STALE_CAPTURED, STALE_CURRENT, True, (5,), "int32")
+    stale = Binding(
+        f"target/{graph3.bucket}", "cu_seqlens_q_output", STALE_CAPTURED, STALE_CURRENT, True, (5,), "int32"
+    )
     patch_record(out, "graph", 3, bindings=graph3.bindings[:1] + (stale,) + graph3.bindings[2:])
     was = patch_request(out, "graph", 3, "r0", accept_tokens=(63,))
     r2 = next(r for r in out.records["reference"][5].result.requests if r.request_id == "r2")
@@ -158,8 +209,15 @@ def diverged_outcome() -> CheckOutcome:
         out.records[source] = out.records[source][:7]
     out.steps_run = 7
     out.divergences = [
-        Divergence("address", 3, "cu_seqlens_q_output", "captured vs current", STALE_CAPTURED, STALE_CURRENT,
-                   detail="buffer rebound after capture; the graph reads the old storage"),
+        Divergence(
+            "address",
+            3,
+            "cu_seqlens_q_output",
+            "captured vs current",
+            STALE_CAPTURED,
+            STALE_CURRENT,
+            detail="buffer rebound after capture; the graph reads the old storage",
+        ),
         Divergence("token", 3, "accept_tokens", "eager vs graph", was.accept_tokens, (63,), "r0", 0),
         Divergence("token", 5, "accept_tokens", "reference vs graph", amb, r2.accept_tokens, "r2", 2, ambiguous=True),
         Divergence("crash", 7, "engine.step", "eager vs graph", "step completed", "RuntimeError", detail=TRACEBACK),
@@ -175,12 +233,21 @@ def every_kind_outcome() -> CheckOutcome:
     for step in range(4, 7):
         patch_record(out, "graph", step, memory_bytes=3 * 2**20 + (step - 3) * 8192)
     out.divergences += [
-        Divergence("shape", 6, "bucket", "expected vs graph", 4, 2, detail="smallest capture size >= real_bsz (3) is 4"),
+        Divergence(
+            "shape", 6, "bucket", "expected vs graph", 4, 2, detail="smallest capture size >= real_bsz (3) is 4"
+        ),
         Divergence("seed", 5, "infer_seed", "reference vs graph", was.infer_seed, 123, "r1", 1),
         Divergence("value", 6, "seq_lens_decoder", "eager vs graph", 17, 18, "r2", 2),
         Divergence("memory", 6, "allocator_bytes", "step 4 vs step 6", 3 * 2**20 + 8192, 3 * 2**20 + 3 * 8192),
-        Divergence("capture", 0, "draft/2", "eager vs graph", None, "HostSyncError",
-                   detail="HostSyncError: .item() inside graph capture\n  at backends/engine/draft.py:40"),
+        Divergence(
+            "capture",
+            0,
+            "draft/2",
+            "eager vs graph",
+            None,
+            "HostSyncError",
+            detail="HostSyncError: .item() inside graph capture\n  at backends/engine/draft.py:40",
+        ),
     ]
     return out
 
@@ -194,8 +261,13 @@ def long_outcome(num_steps: int = 500, diverge_at: int = 450) -> CheckOutcome:
 
 #: The built-in suites, with the examples and steps of a made-up clean fuzzing run (160 examples, 1,234 steps).
 SUITE_FIGURES = (
-    ("addresses", 20, 150), ("padding", 20, 170), ("accept", 20, 160), ("seeds", 20, 140),
-    ("capacity", 20, 180), ("memory", 30, 214), ("lifecycle", 30, 220),
+    ("addresses", 20, 150),
+    ("padding", 20, 170),
+    ("accept", 20, 160),
+    ("seeds", 20, 140),
+    ("capacity", 20, 180),
+    ("memory", 30, 214),
+    ("lifecycle", 30, 220),
 )
 BUILTIN_MODES = ("greedy", "target_match", "topp", "naive")
 
@@ -220,8 +292,16 @@ def fuzzed_divergence() -> tuple[list[CheckOutcome], list[SuiteRun]]:
     shrunk.scenario = dataclasses.replace(shrunk.scenario, name="padding/shrunk")
     assert shrunk.first is not None
     runs = clean_suite_runs()
-    runs[1] = dataclasses.replace(runs[1], examples=37, steps=260, clean=False, shrink="shrunk",
-                                  first=shrunk.first.headline(), first_failure_at=3, scenario_name="padding/shrunk")
+    runs[1] = dataclasses.replace(
+        runs[1],
+        examples=37,
+        steps=260,
+        clean=False,
+        shrink="shrunk",
+        first=shrunk.first.headline(),
+        first_failure_at=3,
+        scenario_name="padding/shrunk",
+    )
     return [shrunk, *builtin_outcomes()], runs
 
 

@@ -147,8 +147,16 @@ class SlotEngine:
     def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
         result = self._core.step(t, overrides)
         info = self._core.last_step_info
-        self._last = SlotStep(info.bucket, info.used_graph, info.real_bsz, info.num_running, info.real_tokens,
-                              info.padded_tokens, info.has_prefill, info.slots)
+        self._last = SlotStep(
+            info.bucket,
+            info.used_graph,
+            info.real_bsz,
+            info.num_running,
+            info.real_tokens,
+            info.padded_tokens,
+            info.has_prefill,
+            info.slots,
+        )
         return result
 
     @property
@@ -198,13 +206,28 @@ def cpu() -> Any:
 
 def test_protocol_names_exactly_what_the_lockstep_reads() -> None:
     assert members(EngineAdapter) == {
-        "submit", "abort", "step", "last_step_info", "graphs", "buffer_tensors", "memory_bytes", "runner", "sizes",
+        "submit",
+        "abort",
+        "step",
+        "last_step_info",
+        "graphs",
+        "buffer_tensors",
+        "memory_bytes",
+        "runner",
+        "sizes",
     }
     assert members(CaptureBucket) == {"target", "draft"}
     assert members(CapturedGraph) == {"static_inputs", "stale_inputs", "dead_inputs"}
     assert members(GraphInput) == {"name", "tensor_id", "data_ptr", "shape", "dtype"}
     assert members(StepReport) == {
-        "bucket", "used_graph", "real_bsz", "num_running", "real_tokens", "padded_tokens", "has_prefill", "slots",
+        "bucket",
+        "used_graph",
+        "real_bsz",
+        "num_running",
+        "real_tokens",
+        "padded_tokens",
+        "has_prefill",
+        "slots",
     }
     assert members(RunnerInfo) == {"name"} and members(SlotCapacity) == {"slots"}
 
@@ -267,4 +290,3 @@ def test_a_suite_property_runs_on_the_second_adapter() -> None:
     # Every graph scope and NAIVE mode, through suites.properties.property_test's engine_factory.
     test = property_test(SUITES["addresses"], engine_factory=SlotEngine)
     settings(settings.default, max_examples=min(settings.default.max_examples, 6), database=None)(test)()
-

@@ -14,9 +14,9 @@ from graphcheck.backends.devices import resolve
 from graphcheck.bench.run import BenchSummary, LockstepRow, summarise
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.timings import STEP_PHASES, LockstepTimings, checking_overhead, overhead_target, steps_per_second
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.search.builtin import demo_scenario
+
 from _layers import slow
 
 
@@ -25,8 +25,9 @@ def _timings(**phases: float) -> LockstepTimings:
 
 
 def test_overhead_is_loop_wall_over_engine_time() -> None:
-    t = _timings(reference=1.0, eager=2.0, graph=1.0, record=0.5, diff=0.25, wall=5.0, steps=10, runs=2,
-                 setup_graph=100.0)  # construction and capture stay out of the ratio
+    t = _timings(
+        reference=1.0, eager=2.0, graph=1.0, record=0.5, diff=0.25, wall=5.0, steps=10, runs=2, setup_graph=100.0
+    )  # construction and capture stay out of the ratio
     assert t.engine == 3.0 and t.checking == 2.0
     assert checking_overhead(t) == pytest.approx(5.0 / 3.0)
     assert steps_per_second(t) == 2.0
@@ -57,17 +58,31 @@ def test_targets_by_device() -> None:
 
 def test_summarise_reads_pytest_benchmark_json() -> None:
     timing = _timings(reference=0.2, eager=1.0, graph=0.5, wall=2.0, steps=8, runs=1).as_dict()
-    data = {"benchmarks": [
-        {"extra_info": {"kind": "decode_step", "running": 8, "mode": "eager"}, "stats": {"median": 0.004}},
-        {"extra_info": {"kind": "decode_step", "running": 8, "mode": "graph-step", "bucket": 8}, "stats": {"median": 0.001}},
-        {"extra_info": {"kind": "lockstep", "scenario": "steady-b4", "batch": 4, "runner": "cuda", "timings": timing},
-         "stats": {"median": 2.0}},
-    ]}
+    data = {
+        "benchmarks": [
+            {"extra_info": {"kind": "decode_step", "running": 8, "mode": "eager"}, "stats": {"median": 0.004}},
+            {
+                "extra_info": {"kind": "decode_step", "running": 8, "mode": "graph-step", "bucket": 8},
+                "stats": {"median": 0.001},
+            },
+            {
+                "extra_info": {
+                    "kind": "lockstep",
+                    "scenario": "steady-b4",
+                    "batch": 4,
+                    "runner": "cuda",
+                    "timings": timing,
+                },
+                "stats": {"median": 2.0},
+            },
+        ]
+    }
     summary = summarise(data, backend="cuda", device="cuda", overhead_target=2.0)
     (row,) = summary.decode
     assert row.bucket == 8 and row.speedup("graph-step") == pytest.approx(4.0)
-    assert summary.runner == "cuda" and summary.lockstep[0].timings == _timings(**{k: timing[k] for k in (
-        "reference", "eager", "graph", "wall", "steps", "runs")})
+    assert summary.runner == "cuda" and summary.lockstep[0].timings == _timings(
+        **{k: timing[k] for k in ("reference", "eager", "graph", "wall", "steps", "runs")}
+    )
     assert summary.overhead == pytest.approx(2.0 / 1.5) and summary.passed
 
 
@@ -89,7 +104,9 @@ def test_lockstep_without_timings_times_nothing() -> None:
 def test_quick_bench_on_cpu_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("pytest_benchmark")
     out = tmp_path / "bench"
-    code = main(["bench", "--backend", "cpu", "--quick", "--out", str(out), "-k", "steady-b1 or 1-eager or 1-graph-step"])
+    code = main(
+        ["bench", "--backend", "cpu", "--quick", "--out", str(out), "-k", "steady-b1 or 1-eager or 1-graph-step"]
+    )
     printed = capsys.readouterr().out
     log = (out / "pytest.log").read_text() if (out / "pytest.log").exists() else ""
     assert code in (exitcodes.CLEAN, exitcodes.DIVERGENCE), printed + log  # the target is the benchmark's to judge

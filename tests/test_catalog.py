@@ -27,14 +27,14 @@ from graphcheck.catalog.run import CatalogResult, CatalogSettings, CleanResult, 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog import write_catalog
 from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
 from graphcheck.search.timed_search import Detection, SearchResult, Shrunk, timed_search
 from graphcheck.suites import SUITES
 from graphcheck.suites.properties import backend_from_env
+
 from _layers import slow
 
 #: Seconds of fuzzing per fault in CI: every fault is caught within a few seconds on cpu,
@@ -77,11 +77,24 @@ def assert_well_formed(path: Path) -> str:
 # The CI gate
 # ---------------------------------------------------------------------------
 
+
 @slow
 def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     started = time.perf_counter()
-    code = main(["catalog", "--budget", str(CI_BUDGET_S), "--shrink-budget", str(CI_SHRINK_S), "--seed", "0",
-                 "--quiet", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "catalog",
+            "--budget",
+            str(CI_BUDGET_S),
+            "--shrink-budget",
+            str(CI_SHRINK_S),
+            "--seed",
+            "0",
+            "--quiet",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     folder = tmp_path / "catalog"
     doc = json.loads((folder / "catalog.json").read_text())
     missed = [f["fault"] for f in doc["faults"] if not f["detected"]]
@@ -112,6 +125,7 @@ def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixtu
 # ---------------------------------------------------------------------------
 # The peer-style baseline
 # ---------------------------------------------------------------------------
+
 
 def test_baseline_finds_nothing_on_the_clean_engine() -> None:
     result = run_baseline(backend_from_env())
@@ -155,13 +169,13 @@ def test_baseline_scenarios_are_valid_and_fit_the_engine() -> None:
 # The budgeted search (fake checker: no engine)
 # ---------------------------------------------------------------------------
 
+
 class _Suite:
     def __init__(self, name: str) -> None:
         self.name = name
 
     def strategy(self) -> Any:
-        requests = st.integers(1, 6).map(
-            lambda n: tuple(RequestSpec(f"r{i}", 0, (1, 2), 8, (0,)) for i in range(n)))
+        requests = st.integers(1, 6).map(lambda n: tuple(RequestSpec(f"r{i}", 0, (1, 2), 8, (0,)) for i in range(n)))
         return st.builds(lambda reqs, steps: Scenario(EngineConfig(), reqs, (), steps), requests, st.integers(2, 12))
 
 
@@ -225,6 +239,7 @@ def test_search_keeps_the_best_when_the_shrink_budget_runs_out(tmp_path: Path) -
 # Plan, summary and report
 # ---------------------------------------------------------------------------
 
+
 def test_suite_plan_targets_the_class_then_the_general_suite() -> None:
     names = lambda plan: [s.name for s in plan]  # noqa: E731
     assert names(suite_plan(3, SUITES)) == [n for n, s in SUITES.items() if 3 in s.bug_classes and n != "all"] + ["all"]
@@ -241,12 +256,19 @@ def _scenario(requests: int, steps: int) -> Scenario:
 def _found(seconds: float, examples: int, size: tuple[int, int], *, complete: bool = True) -> SearchResult:
     first = _outcome(_scenario(4, 9), True)
     small = _outcome(_scenario(*size), True)
-    return SearchResult(("padding", "all"), examples, seconds, Detection("padding", seconds, examples, first),
-                        Shrunk(small, 7, 1.5, complete))
+    return SearchResult(
+        ("padding", "all"),
+        examples,
+        seconds,
+        Detection("padding", seconds, examples, first),
+        Shrunk(small, 7, 1.5, complete),
+    )
 
 
 def _base(detected: bool) -> BaselineResult:
-    return BaselineResult((CaseResult(1, "greedy", True), CaseResult(2, "greedy", not detected, "request p1 differs")), 0.1)
+    return BaselineResult(
+        (CaseResult(1, "greedy", True), CaseResult(2, "greedy", not detected, "request p1 differs")), 0.1
+    )
 
 
 MISSED = SearchResult(("seeds", "all"), 40, 30.0, None, None)
@@ -290,24 +312,49 @@ def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
     doc = json.loads(paths.catalog_json.read_text())
     assert not doc["passed"] and doc["summary"]["detected"] == 3 and doc["summary"]["baseline_rate"] == 0.5
     assert [f["detected"] for f in doc["faults"]] == [True, True, True, False]
-    assert doc["faults"][1]["search"]["shrunk"] == {**doc["faults"][1]["search"]["shrunk"], "requests": 2, "steps": 3, "complete": False}
+    assert doc["faults"][1]["search"]["shrunk"] == {
+        **doc["faults"][1]["search"]["shrunk"],
+        "requests": 2,
+        "steps": 3,
+        "complete": False,
+    }
     assert "scenario_file" not in doc["faults"][3] and doc["settings"]["budget_s"] == 30
     assert not doc["clean"]["clean"] and doc["clean"]["search"]["first"]["kind"] == "token"
-    assert sorted(p.name for p in paths.scenario_dir.iterdir()) == ["clean.json", "f-one.json", "f-three.json", "f-two.json"]
+    assert sorted(p.name for p in paths.scenario_dir.iterdir()) == [
+        "clean.json",
+        "f-one.json",
+        "f-three.json",
+        "f-two.json",
+    ]
     assert Scenario.from_json((paths.scenario_dir / "f-two.json").read_text()).num_steps == 3
     html = assert_well_formed(paths.index_html)
-    for text in ("FAIL", "3 of 4 faults", "f-four", "missed", "diverged", "2 × 3", "cut at the shrink budget",
-                 "graphcheck replay", "--inject f-one", "request p1 differs"):
+    for text in (
+        "FAIL",
+        "3 of 4 faults",
+        "f-four",
+        "missed",
+        "diverged",
+        "2 × 3",
+        "cut at the shrink budget",
+        "graphcheck replay",
+        "--inject f-one",
+        "request p1 differs",
+    ):
         assert text in html, text
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--fault", "no-such-fault"], "unknown fault"),
-    (["--budget", "0"], "--budget"),
-    (["--shrink-budget", "-1"], "--shrink-budget"),
-    (["--backend", "nope"], "nope"),
-])
-def test_catalog_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--fault", "no-such-fault"], "unknown fault"),
+        (["--budget", "0"], "--budget"),
+        (["--shrink-budget", "-1"], "--shrink-budget"),
+        (["--backend", "nope"], "nope"),
+    ],
+)
+def test_catalog_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     assert main(["catalog", "--report-dir", str(tmp_path), *argv]) == exitcodes.USAGE
     assert message in capsys.readouterr().err
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.scenario import Scenario
 from graphcheck.search.builtin import demo_scenario
+
 from _layers import slow
 
 
@@ -21,8 +21,22 @@ def _run_dirs(root: Path) -> list[Path]:
 
 
 def test_run_small_is_clean_and_writes_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "--suite", "padding", "--examples", "2", "--steps", "8", "--report-dir", str(tmp_path), "--quiet",
-                 "--junit", str(tmp_path / "j.xml")])
+    code = main(
+        [
+            "run",
+            "--suite",
+            "padding",
+            "--examples",
+            "2",
+            "--steps",
+            "8",
+            "--report-dir",
+            str(tmp_path),
+            "--quiet",
+            "--junit",
+            str(tmp_path / "j.xml"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == exitcodes.CLEAN, out
     assert "CLEAN" in out and "builtin/demo-greedy" in out
@@ -67,7 +81,10 @@ def test_malformed_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Ca
     ],
 )
 def test_usage_errors_exit_2(argv: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*argv, "--report-dir", str(tmp_path)] if argv and argv[0] in ("run", "replay") else argv) == exitcodes.USAGE
+    assert (
+        main([*argv, "--report-dir", str(tmp_path)] if argv and argv[0] in ("run", "replay") else argv)
+        == exitcodes.USAGE
+    )
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
     assert not any(tmp_path.iterdir()), "no report folder for a rejected command line"
@@ -93,9 +110,25 @@ def test_doctor_and_faults_list(capsys: pytest.CaptureFixture[str]) -> None:
 @slow
 def test_console_script_runs_as_a_module(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "graphcheck.cli", "run", "--suite", "seeds", "--examples", "1", "--steps", "4",
-         "--report-dir", str(tmp_path), "--seed", "3"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "graphcheck.cli",
+            "run",
+            "--suite",
+            "seeds",
+            "--examples",
+            "1",
+            "--steps",
+            "4",
+            "--report-dir",
+            str(tmp_path),
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == exitcodes.CLEAN, proc.stdout + proc.stderr
     (run_dir,) = _run_dirs(tmp_path)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.scenario import Scenario
+
 from _layers import fast_first  # every case is slow: tests/test_cli_hardening.py runs a fault through the CLI fast
 
 CASES = [
@@ -27,8 +27,23 @@ CASES = [
 
 
 def _run(tmp: Path, suite: str, *extra: str) -> tuple[int, Path]:
-    code = main(["run", "--suite", suite, "--examples", "30", "--seed", "0", "--steps", "6", "--quiet",
-                 "--report-dir", str(tmp), *extra])
+    code = main(
+        [
+            "run",
+            "--suite",
+            suite,
+            "--examples",
+            "30",
+            "--seed",
+            "0",
+            "--steps",
+            "6",
+            "--quiet",
+            "--report-dir",
+            str(tmp),
+            *extra,
+        ]
+    )
     (run_dir,) = [p for p in tmp.iterdir() if p.is_dir()]
     return code, run_dir
 

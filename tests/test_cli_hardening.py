@@ -14,7 +14,6 @@ import pytest
 from hypothesis import strategies as st
 from rich.console import Console
 
-from _fault_scenarios import FAULT_SCENARIOS
 from graphcheck.cli import common, exitcodes, main
 from graphcheck.cli import run as run_module
 from graphcheck.cli.console import plain
@@ -23,6 +22,8 @@ from graphcheck.scenario import Scenario
 from graphcheck.search import fuzz
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.suite_registry import Suite
+
+from _fault_scenarios import FAULT_SCENARIOS
 
 FAULT = "stale-padding-rows"
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +73,9 @@ def test_replay_of_a_report_folder_uses_the_recorded_faults(
     capsys.readouterr()
 
 
-def test_replay_of_a_folder_that_is_no_report_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_of_a_folder_that_is_no_report_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "not-a-report"
     folder.mkdir()
     assert main(["replay", str(folder), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
@@ -210,7 +213,9 @@ def test_progress_prints_a_plain_line_every_interval_when_not_a_terminal() -> No
         progress.start_suite("padding", 8)
         for second in range(1, 26):
             now[0] = float(second)
-            progress.search(fuzz.SearchProgress("padding", second, second * 4, 8, second > 12, (2, 3) if second > 12 else None))
+            progress.search(
+                fuzz.SearchProgress("padding", second, second * 4, 8, second > 12, (2, 3) if second > 12 else None)
+            )
     lines = out.getvalue().splitlines()
     assert len(lines) == 2, lines  # at 10 s and 20 s
     assert "searching: example 10/8" in lines[0]
@@ -218,8 +223,10 @@ def test_progress_prints_a_plain_line_every_interval_when_not_a_terminal() -> No
 
 
 def test_an_unknown_suite_is_rejected_before_any_framework_is_imported() -> None:
-    code = ("import sys; from graphcheck.cli import main; rc = main(['run', '--suite', 'nope']); "
-            "print(rc, 'torch' in sys.modules, 'paddle' in sys.modules)")
+    code = (
+        "import sys; from graphcheck.cli import main; rc = main(['run', '--suite', 'nope']); "
+        "print(rc, 'torch' in sys.modules, 'paddle' in sys.modules)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
     assert out.stdout.split() == [str(exitcodes.USAGE), "False", "False"], out.stderr
@@ -260,8 +267,19 @@ def test_a_scenario_above_the_memory_limit_is_rejected_in_one_line(
 def test_a_clean_run_reports_its_fuzzing_per_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import xml.etree.ElementTree as ET
 
-    code = main(run_args(tmp_path, "--suite", "padding", "--suite", "seeds", "--examples", "2",
-                         "--junit", str(tmp_path / "junit.xml")))
+    code = main(
+        run_args(
+            tmp_path,
+            "--suite",
+            "padding",
+            "--suite",
+            "seeds",
+            "--examples",
+            "2",
+            "--junit",
+            str(tmp_path / "junit.xml"),
+        )
+    )
     assert code == exitcodes.CLEAN, capsys.readouterr().out
     (report,) = run_dirs(tmp_path / "reports")
     suite = ET.parse(tmp_path / "junit.xml").getroot()

@@ -23,12 +23,12 @@ from typing import Iterator
 import pytest
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.errors import InputError
 from graphcheck.scenario import Scenario
 from graphcheck.search.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
 from graphcheck.search.fuzz import SearchInterrupted, fuzz_suite
+
 from _layers import slow
 
 FAULT = "naive-seed-frozen"
@@ -68,8 +68,16 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
 
     def fuzz(seed: int, seen: list[Scenario], key: bytes = key) -> object:
         return fuzz_suite(
-            suite.name, suite.strategy(), cpu, examples=8, seed=seed, faults=(FAULT,), pending_path=tmp_path / "p.json",
-            on_example=lambda scenario, outcome: seen.append(scenario), database=db, database_key=key,
+            suite.name,
+            suite.strategy(),
+            cpu,
+            examples=8,
+            seed=seed,
+            faults=(FAULT,),
+            pending_path=tmp_path / "p.json",
+            on_example=lambda scenario, outcome: seen.append(scenario),
+            database=db,
+            database_key=key,
         )
 
     def first_example(seed: int, key: bytes) -> Scenario:
@@ -81,8 +89,18 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
             raise KeyboardInterrupt
 
         with pytest.raises(SearchInterrupted):
-            fuzz_suite(suite.name, suite.strategy(), cpu, examples=8, seed=seed, faults=(FAULT,),
-                       pending_path=tmp_path / "p.json", on_example=stop, database=db, database_key=key)
+            fuzz_suite(
+                suite.name,
+                suite.strategy(),
+                cpu,
+                examples=8,
+                seed=seed,
+                faults=(FAULT,),
+                pending_path=tmp_path / "p.json",
+                on_example=stop,
+                database=db,
+                database_key=key,
+            )
         return seen[0]
 
     first = fuzz(0, [])
@@ -139,8 +157,21 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
     port = _free_port()
     server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{port}/0"
     try:
@@ -161,9 +192,29 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 def _graphcheck_run(report_dir: Path, seed: int, url: str) -> tuple[int, Path]:
     proc = subprocess.run(
-        [sys.executable, "-m", "graphcheck.cli", "run", "--suite", "seeds", "--inject", FAULT, "--examples", "8",
-         "--seed", str(seed), "--database", url, "--report-dir", str(report_dir), "--quiet"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "graphcheck.cli",
+            "run",
+            "--suite",
+            "seeds",
+            "--inject",
+            FAULT,
+            "--examples",
+            "8",
+            "--seed",
+            str(seed),
+            "--database",
+            url,
+            "--report-dir",
+            str(report_dir),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -191,7 +242,9 @@ def test_redis_database_shares_a_failing_example_between_processes(tmp_path: Pat
 
 def test_unreachable_redis_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("redis")
-    code = main(["run", "--suite", "seeds", "--database", f"redis://127.0.0.1:{_free_port()}/0", "--report-dir", str(tmp_path)])
+    code = main(
+        ["run", "--suite", "seeds", "--database", f"redis://127.0.0.1:{_free_port()}/0", "--report-dir", str(tmp_path)]
+    )
     assert code == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "cannot reach the Redis server" in err and "Traceback" not in err

@@ -37,8 +37,9 @@ def dev_sh(checkout: Path, *args: str) -> list[str]:
     log = checkout / ".venv" / "calls.log"
     log.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHCHECK_")}
-    subprocess.run(["bash", str(checkout / "dev.sh"), *args], cwd=checkout, env=env, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        ["bash", str(checkout / "dev.sh"), *args], cwd=checkout, env=env, check=True, capture_output=True, text=True
+    )
     return log.read_text().splitlines() if log.exists() else []
 
 

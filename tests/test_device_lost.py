@@ -55,8 +55,13 @@ def test_a_failure_on_a_poisoned_device_is_marked() -> None:
 
 def test_fuzzing_stops_at_the_first_poisoning_failure_unshrunk(tmp_path: Path) -> None:
     result = fuzz_suite(
-        "addresses", SUITES["addresses"].strategy(), as_device(PoisonedDevice), examples=20, seed=0,
-        faults=[HOST_SYNC_IN_CAPTURE], pending_path=tmp_path / "pending.json",
+        "addresses",
+        SUITES["addresses"].strategy(),
+        as_device(PoisonedDevice),
+        examples=20,
+        seed=0,
+        faults=[HOST_SYNC_IN_CAPTURE],
+        pending_path=tmp_path / "pending.json",
     )
     assert result.examples == 1 and result.first_failure_at == 1
     assert result.outcome is not None and result.outcome.device_error == STICKY
@@ -66,8 +71,12 @@ def test_fuzzing_stops_at_the_first_poisoning_failure_unshrunk(tmp_path: Path) -
 def test_the_catalog_search_stops_too(tmp_path: Path) -> None:
     backend = as_device(PoisonedDevice)
     result = timed_search(
-        [SUITES["addresses"]], lambda s: check_scenario(s, backend, faults=[HOST_SYNC_IN_CAPTURE]),
-        budget_s=30, shrink_s=10, seed="0", pending_path=tmp_path / "pending.json",
+        [SUITES["addresses"]],
+        lambda s: check_scenario(s, backend, faults=[HOST_SYNC_IN_CAPTURE]),
+        budget_s=30,
+        shrink_s=10,
+        seed="0",
+        pending_path=tmp_path / "pending.json",
     )
     assert result.examples == 1 and result.detection is not None
     assert result.detection.outcome.device_error == STICKY and not result.shrunk.complete
@@ -81,8 +90,25 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     from graphcheck.cli import run as run_module
 
     monkeypatch.setattr(run_module, "resolve_backend", lambda name, emulate: as_device(PoisonedDevice))
-    code = cli.main(["run", "--suite", "addresses", "--suite", "padding", "--inject", HOST_SYNC_IN_CAPTURE,
-                     "--examples", "5", "--database", "none", "--quiet", "--keep-going", "--report-dir", str(tmp_path)])
+    code = cli.main(
+        [
+            "run",
+            "--suite",
+            "addresses",
+            "--suite",
+            "padding",
+            "--inject",
+            HOST_SYNC_IN_CAPTURE,
+            "--examples",
+            "5",
+            "--database",
+            "none",
+            "--quiet",
+            "--keep-going",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 1
     out = capsys.readouterr().out
     assert "device lost" in out and "unshrunk" in out

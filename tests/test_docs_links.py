@@ -23,8 +23,18 @@ BUG_CLASSES = ROOT / "docs" / "bug-classes.md"
 
 #: Folders that are not the repository's own Markdown: environments, generated output, caches.
 SKIPPED_DIRS = {
-    ".venv", ".git", "reports", ".hypothesis", ".pytest_cache", ".mypy_cache", ".benchmarks",
-    "__pycache__", "build", "dist", ".whl", "node_modules",
+    ".venv",
+    ".git",
+    "reports",
+    ".hypothesis",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".benchmarks",
+    "__pycache__",
+    "build",
+    "dist",
+    ".whl",
+    "node_modules",
 }
 
 #: Files every run must find, so a broken search cannot pass by finding nothing.
@@ -145,8 +155,8 @@ def _class_sections() -> dict[int, str]:
     sections = {}
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        nxt = re.search(r"^## ", text[head.end():end], re.M)  # a later unnumbered section ends it too
-        sections[int(head.group(1))] = text[head.start(): head.end() + nxt.start() if nxt else end]
+        nxt = re.search(r"^## ", text[head.end() : end], re.M)  # a later unnumbered section ends it too
+        sections[int(head.group(1))] = text[head.start() : head.end() + nxt.start() if nxt else end]
     return sections
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from graphcheck.backends.devices import resolve
+from graphcheck.check.threads import single_threaded
+
 from _engine_scenarios import (
     LOCKSTEP_CASES,
     assert_reads_named_buffers,
@@ -18,8 +21,6 @@ from _engine_scenarios import (
     memory_per_step,
     scenario_for,
 )
-from graphcheck.backends.devices import resolve
-from graphcheck.check.threads import single_threaded
 from _layers import fast_first
 
 torch = pytest.importorskip("torch")

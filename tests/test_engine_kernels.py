@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _engine_scenarios import EXTRA, apply_events, with_scope
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.blocks import SINK_BLOCK, BlockAllocator, num_blocks_for
 from graphcheck.backends.engine.buffers import PAD_TOKEN, allocate_buffers
@@ -15,13 +14,23 @@ from graphcheck.backends.engine.scheduler import Scheduler
 from graphcheck.backends.engine.verify import eos_scan
 from graphcheck.backends.engine.weights import EngineWeights
 from graphcheck.backends.xp import make_ops
-from graphcheck.scenario import EngineConfig, RequestSpec
 from graphcheck.reference import make_weights
+from graphcheck.scenario import EngineConfig, RequestSpec
+
+from _engine_scenarios import EXTRA, apply_events, with_scope
 
 torch = pytest.importorskip("torch")
 P = PAD_TOKEN
-CFG = EngineConfig(max_num_seqs=4, num_speculative_tokens=2, num_model_steps=1, capture_sizes=(4,),
-                   vocab_size=64, hidden_size=16, block_size=4, max_model_len=16)
+CFG = EngineConfig(
+    max_num_seqs=4,
+    num_speculative_tokens=2,
+    num_model_steps=1,
+    capture_sizes=(4,),
+    vocab_size=64,
+    hidden_size=16,
+    block_size=4,
+    max_model_len=16,
+)
 
 
 @pytest.fixture

@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from _layers import fast_first
-from graphcheck.search.builtin import demo_scenario
 from graphcheck.scenario import (
     DEFAULT_MAX_ENGINE_BYTES,
     MAX_ENGINE_MEMORY_ENV,
@@ -36,6 +34,9 @@ from graphcheck.scenario import (
     parse_memory_size,
     validate,
 )
+from graphcheck.search.builtin import demo_scenario
+
+from _layers import fast_first
 
 GiB = 2**30
 
@@ -56,27 +57,65 @@ def _scenario(config: EngineConfig, *, prompt_len: int, num_steps: int = 6, name
 CONFIGS = {
     "small": (EngineConfig(), 12),
     "medium": (
-        EngineConfig(max_num_seqs=8, num_speculative_tokens=3, num_model_steps=2, capture_sizes=(1, 2, 4, 8),
-                     vocab_size=256, hidden_size=32, block_size=16, max_model_len=256, verify_strategy="topp",
-                     graph_scope="forward_sampling", model_seed=1),
+        EngineConfig(
+            max_num_seqs=8,
+            num_speculative_tokens=3,
+            num_model_steps=2,
+            capture_sizes=(1, 2, 4, 8),
+            vocab_size=256,
+            hidden_size=32,
+            block_size=16,
+            max_model_len=256,
+            verify_strategy="topp",
+            graph_scope="forward_sampling",
+            model_seed=1,
+        ),
         40,
     ),
     "large-vocab-hidden-len": (
-        EngineConfig(max_num_seqs=3, num_speculative_tokens=2, num_model_steps=2, capture_sizes=(1, 4),
-                     vocab_size=2048, hidden_size=64, block_size=32, max_model_len=512, verify_strategy="greedy",
-                     graph_scope="step", model_seed=2),
+        EngineConfig(
+            max_num_seqs=3,
+            num_speculative_tokens=2,
+            num_model_steps=2,
+            capture_sizes=(1, 4),
+            vocab_size=2048,
+            hidden_size=64,
+            block_size=32,
+            max_model_len=512,
+            verify_strategy="greedy",
+            graph_scope="step",
+            model_seed=2,
+        ),
         100,
     ),
     "eager-above-buckets": (
-        EngineConfig(max_num_seqs=6, num_speculative_tokens=4, num_model_steps=1, capture_sizes=(1,),
-                     vocab_size=128, hidden_size=16, block_size=4, max_model_len=96, graph_scope="forward",
-                     model_seed=3),
+        EngineConfig(
+            max_num_seqs=6,
+            num_speculative_tokens=4,
+            num_model_steps=1,
+            capture_sizes=(1,),
+            vocab_size=128,
+            hidden_size=16,
+            block_size=4,
+            max_model_len=96,
+            graph_scope="forward",
+            model_seed=3,
+        ),
         20,
     ),
     "naive-long-prompts": (
-        EngineConfig(max_num_seqs=2, num_speculative_tokens=1, num_model_steps=1, capture_sizes=(2,),
-                     vocab_size=64, hidden_size=32, block_size=8, max_model_len=384, naive_mode=True,
-                     model_seed=4),
+        EngineConfig(
+            max_num_seqs=2,
+            num_speculative_tokens=1,
+            num_model_steps=1,
+            capture_sizes=(2,),
+            vocab_size=64,
+            hidden_size=32,
+            block_size=8,
+            max_model_len=384,
+            naive_mode=True,
+            model_seed=4,
+        ),
         300,
     ),
 }
@@ -231,8 +270,14 @@ def test_estimate_covers_the_engine_and_is_not_absurdly_above(name: str, monkeyp
 def test_estimate_grows_with_every_size_knob() -> None:
     base = EngineConfig()
     total = estimated_engine_bytes(base)
-    for change in (dict(max_num_seqs=8), dict(max_model_len=256), dict(hidden_size=32), dict(vocab_size=512),
-                   dict(capture_sizes=(1, 2, 4, 8)), dict(num_speculative_tokens=5, num_model_steps=1)):
+    for change in (
+        dict(max_num_seqs=8),
+        dict(max_model_len=256),
+        dict(hidden_size=32),
+        dict(vocab_size=512),
+        dict(capture_sizes=(1, 2, 4, 8)),
+        dict(num_speculative_tokens=5, num_model_steps=1),
+    ):
         assert estimated_engine_bytes(dataclasses.replace(base, **change)) > total, change
 
 
@@ -300,10 +345,22 @@ def test_limit_from_the_environment_and_the_keyword(monkeypatch: pytest.MonkeyPa
         validate(demo, max_engine_bytes=2**20)
 
 
-@pytest.mark.parametrize("text, value", [
-    ("4294967296", 4 * GiB), ("4G", 4 * GiB), ("4g", 4 * GiB), ("4GiB", 4 * GiB), ("4 GB", 4 * GiB),
-    ("512M", 512 * 2**20), ("64k", 64 * 2**10), ("1T", 2**40), (" 7 ", 7), ("none", None), ("Unlimited", None),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("4294967296", 4 * GiB),
+        ("4G", 4 * GiB),
+        ("4g", 4 * GiB),
+        ("4GiB", 4 * GiB),
+        ("4 GB", 4 * GiB),
+        ("512M", 512 * 2**20),
+        ("64k", 64 * 2**10),
+        ("1T", 2**40),
+        (" 7 ", 7),
+        ("none", None),
+        ("Unlimited", None),
+    ],
+)
 def test_parse_memory_size(text: str, value: int | None) -> None:
     assert parse_memory_size(text) == value
 
@@ -357,8 +414,10 @@ def test_long_prompts_are_a_scenario_error_on_requests(monkeypatch: pytest.Monke
 def _oom_errors() -> list[BaseException]:
     errors: list[BaseException] = [
         MemoryError(),
-        RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
-                     "you tried to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)"),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)"
+        ),
         RuntimeError("CUDA error: out of memory"),
         RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
         MemoryError("(ResourceExhausted) Fail to alloc memory of 35184372088832 size, error code is 12."),
@@ -416,11 +475,10 @@ def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
 def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """A config validation would refuse, built anyway: torch cannot allocate it; no divergence."""
     pytest.importorskip("torch")
+    import graphcheck.backends.engine.buffers as buffers
     from graphcheck.backends.devices import resolve
     from graphcheck.check.lockstep import check_scenario
     from graphcheck.check.records import EngineOutOfMemory
-
-    import graphcheck.backends.engine.buffers as buffers
 
     real = buffers.allocate_buffers
 

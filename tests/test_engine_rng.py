@@ -13,9 +13,41 @@ from graphcheck.scenario import SEED_MODULUS as M
 pytest.importorskip("torch")
 
 EDGE = [
-    0, 1, 2, 3, 4, 5, 7, 8, 11, 12, 42, 255, 256, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**53, 2**53 + 1,
-    2**62, M - 1, M - 2, M - 3, M - 4, M - 5, M - 37, M - 256, 2**63 - 1,
-    -1, -2, -(2**63), -(2**62), 0x61C8864680B583EB, 12345, 922337203685477580,
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    11,
+    12,
+    42,
+    255,
+    256,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**32,
+    2**53,
+    2**53 + 1,
+    2**62,
+    M - 1,
+    M - 2,
+    M - 3,
+    M - 4,
+    M - 5,
+    M - 37,
+    M - 256,
+    2**63 - 1,
+    -1,
+    -2,
+    -(2**63),
+    -(2**62),
+    0x61C8864680B583EB,
+    12345,
+    922337203685477580,
 ]
 
 
@@ -52,10 +84,18 @@ def test_uniforms_bit_exact(xp):
 
 def test_add_mod_bit_exact_and_wraps(xp):
     gen = np.random.default_rng(7)
-    s = np.concatenate([np.array([0, 1, M - 1, M - 1, M - 4, M - 3, M - 2, M - 5, 5, M - 100], dtype=np.int64),
-                        gen.integers(0, M, size=3000, dtype=np.int64)])
-    a = np.concatenate([np.array([0, M - 1, 1, M - 1, 4, 4, 4, 16, M - 5, 99], dtype=np.int64),
-                        gen.integers(0, M, size=3000, dtype=np.int64)])
+    s = np.concatenate(
+        [
+            np.array([0, 1, M - 1, M - 1, M - 4, M - 3, M - 2, M - 5, 5, M - 100], dtype=np.int64),
+            gen.integers(0, M, size=3000, dtype=np.int64),
+        ]
+    )
+    a = np.concatenate(
+        [
+            np.array([0, M - 1, 1, M - 1, 4, 4, 4, 16, M - 5, 99], dtype=np.int64),
+            gen.integers(0, M, size=3000, dtype=np.int64),
+        ]
+    )
     got = xp.to_host(rng.add_mod(xp, xp.from_numpy(s), xp.from_numpy(a)))
     expected = np.array([(int(x) + int(y)) % M for x, y in zip(s, a)], dtype=np.int64)
     np.testing.assert_array_equal(got, expected)

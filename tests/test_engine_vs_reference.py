@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from graphcheck.backends.devices import resolve
+from graphcheck.check.threads import single_threaded
+
 from _engine_scenarios import (
     ALL,
     SCOPES,
@@ -16,8 +19,6 @@ from _engine_scenarios import (
     run_against_reference,
     run_engine,
 )
-from graphcheck.backends.devices import resolve
-from graphcheck.check.threads import single_threaded
 from _layers import fast_first
 
 torch = pytest.importorskip("torch")

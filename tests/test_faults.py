@@ -12,15 +12,6 @@ import dataclasses
 
 import pytest
 
-from _fault_scenarios import (
-    FAULT_SCENARIOS,
-    demo,
-    joiner,
-    long_prompt,
-    one_draft_substep,
-    reasoning_from_step_1,
-    with_scope,
-)
 from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.faults import (
@@ -52,6 +43,16 @@ from graphcheck.check.lockstep import Lockstep, bindings_of, check_scenario
 from graphcheck.reference import make_weights
 from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
 from graphcheck.search.builtin import BUILTIN, demo_scenario, late_joiner, shrinking_batch
+
+from _fault_scenarios import (
+    FAULT_SCENARIOS,
+    demo,
+    joiner,
+    long_prompt,
+    one_draft_substep,
+    reasoning_from_step_1,
+    with_scope,
+)
 from _layers import fast_first
 
 #: Every graph scope in the whole suite; the fast layer checks each fault in the ``step`` scope.
@@ -59,11 +60,23 @@ LAYERED_SCOPES = fast_first(GRAPH_SCOPES, lambda scope: scope == "step")
 
 #: Every fault and its bug class (docs/bug-classes.md): at least one per class.
 REQUIRED = {
-    REBIND_OUTPUT_OFFSETS: 1, CAPTURED_TEMPORARY_FREED: 2, STALE_PADDING_ROWS: 3, DRAFT_PADDING_WRITES_KV: 4,
-    UNSLICED_GRAPH_OUTPUT: 5, PHANTOM_REQUEST_BUCKET: 6, SLOTS_SIZED_BY_MAX_NUM_SEQS: 7, NAIVE_SEED_FROZEN: 8,
-    SEED_ADVANCE_OUTSIDE_GRAPH: 9, SEED_INDEXED_BY_TOKEN: 10, OFFSETS_CUT_SHORT: 11, HOST_MAX_SEQ_LEN_BAKED: 12,
-    DRAFT_SUBSTEPS_REPLAY_FIRST: 13, CLONE_HELD_PER_STEP: 14, WARMUP_STATE_LEAKS: 15,
-    REASONING_RULE_SKIPPED_IN_GRAPH: 16, HOST_SYNC_IN_CAPTURE: 17,
+    REBIND_OUTPUT_OFFSETS: 1,
+    CAPTURED_TEMPORARY_FREED: 2,
+    STALE_PADDING_ROWS: 3,
+    DRAFT_PADDING_WRITES_KV: 4,
+    UNSLICED_GRAPH_OUTPUT: 5,
+    PHANTOM_REQUEST_BUCKET: 6,
+    SLOTS_SIZED_BY_MAX_NUM_SEQS: 7,
+    NAIVE_SEED_FROZEN: 8,
+    SEED_ADVANCE_OUTSIDE_GRAPH: 9,
+    SEED_INDEXED_BY_TOKEN: 10,
+    OFFSETS_CUT_SHORT: 11,
+    HOST_MAX_SEQ_LEN_BAKED: 12,
+    DRAFT_SUBSTEPS_REPLAY_FIRST: 13,
+    CLONE_HELD_PER_STEP: 14,
+    WARMUP_STATE_LEAKS: 15,
+    REASONING_RULE_SKIPPED_IN_GRAPH: 16,
+    HOST_SYNC_IN_CAPTURE: 17,
 }
 
 
@@ -273,7 +286,11 @@ def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
     """Step 1 packs r0's drafts into bucket 1's 3 rows; padding rows write r0's draft KV position 0."""
     first, outcome = first_failure(joiner(scope), cpu, DRAFT_PADDING_WRITES_KV)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "draft_tokens", "eager vs graph", "r0"
+        "token",
+        1,
+        "draft_tokens",
+        "eager vs graph",
+        "r0",
     )
     assert not eager_divergences(outcome)  # eager packs have no padding
 
@@ -310,7 +327,11 @@ def test_slots_sized_by_max_num_seqs_is_a_capacity_divergence(cpu) -> None:
     """Demo: max_num_seqs 3, largest bucket 4: 5 slots needed, 4 allocated."""
     first, _ = first_failure(demo(num_steps=2), cpu, SLOTS_SIZED_BY_MAX_NUM_SEQS)
     assert (first.kind, first.step, first.tensor, first.expected, first.actual) == (
-        "shape", 0, "buffer capacity (slots)", 5, 4
+        "shape",
+        0,
+        "buffer capacity (slots)",
+        5,
+        4,
     )
 
 
@@ -331,7 +352,11 @@ def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, s
 def test_seed_advance_outside_graph_freezes_the_seed_of_replays(cpu, scope: str) -> None:
     first, outcome = first_failure(joiner(scope), cpu, SEED_ADVANCE_OUTSIDE_GRAPH)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "seed", 1, "infer_seed", "eager vs graph", "r0"
+        "seed",
+        1,
+        "infer_seed",
+        "eager vs graph",
+        "r0",
     )
     assert first.actual == outcome.records["graph"][0].result.by_id()["r0"].infer_seed  # no advance at all
     assert not eager_divergences(outcome)  # the eager advance is right
@@ -347,7 +372,11 @@ def test_seed_indexed_by_token_swaps_random_streams(cpu) -> None:
     """
     first, outcome = first_failure(demo("step"), cpu, SEED_INDEXED_BY_TOKEN)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "accept_tokens", "reference vs eager", "r1"
+        "token",
+        1,
+        "accept_tokens",
+        "reference vs eager",
+        "r1",
     )
     assert not [d for d in outcome.failures if d.pair == "eager vs graph"]
 
@@ -363,7 +392,11 @@ def test_offsets_cut_short_loses_the_last_slot(cpu) -> None:
     """Step 0 (eager, any scope): r0's prefill drafts with slot 0's end offset never written (0): no proposal."""
     first, _ = first_failure(one_draft_substep("step"), cpu, OFFSETS_CUT_SHORT)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 0, "draft_tokens", "reference vs eager", "r0"
+        "token",
+        0,
+        "draft_tokens",
+        "reference vs eager",
+        "r0",
     )
     assert first.actual == (-1,)
 
@@ -381,7 +414,11 @@ def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> No
     """A 12-token prompt spans two KV blocks; graphs captured with the idle value attend over one."""
     first, outcome = first_failure(long_prompt(scope), cpu, HOST_MAX_SEQ_LEN_BAKED)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "accept_tokens", "eager vs graph", "r0"
+        "token",
+        1,
+        "accept_tokens",
+        "eager vs graph",
+        "r0",
     )
     assert not eager_divergences(outcome)  # exact per step when eager
 
@@ -393,7 +430,11 @@ def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> No
 def test_draft_substeps_replay_first_repeats_substep_0(cpu, scope: str) -> None:
     first, _ = first_failure(joiner(scope), cpu, DRAFT_SUBSTEPS_REPLAY_FIRST)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "draft_tokens", "eager vs graph", "r0"
+        "token",
+        1,
+        "draft_tokens",
+        "eager vs graph",
+        "r0",
     )
 
 
@@ -408,7 +449,11 @@ def test_draft_substeps_replay_first_needs_two_substeps(cpu) -> None:
 def test_warmup_state_leaks_into_the_first_replay(cpu, scope: str) -> None:
     first, outcome = first_failure(joiner(scope), cpu, WARMUP_STATE_LEAKS)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "accept_tokens", "eager vs graph", "r0"
+        "token",
+        1,
+        "accept_tokens",
+        "eager vs graph",
+        "r0",
     )
     assert outcome.records["graph"][1].used_graph and not outcome.records["graph"][0].used_graph
 
@@ -431,7 +476,11 @@ def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
     """Step 1: reasoning_status 1 and a forced accept; eager rejects the draft, the graph takes it."""
     first, outcome = first_failure(reasoning_from_step_1(scope), cpu, REASONING_RULE_SKIPPED_IN_GRAPH)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
-        "token", 1, "accept_tokens", "eager vs graph", "r0"
+        "token",
+        1,
+        "accept_tokens",
+        "eager vs graph",
+        "r0",
     )
     assert (len(first.expected), len(first.actual)) == (1, 2)
 

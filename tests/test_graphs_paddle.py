@@ -19,8 +19,6 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
-import _graph_harness as shared  # noqa: E402
-from _graph_harness import Bufs, Framework, item_kernel, make_sum, names_of  # noqa: E402
 from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine.faults import FAULTS  # noqa: E402
 from graphcheck.backends.graphs import kernels  # noqa: E402
@@ -32,8 +30,11 @@ from graphcheck.check.lockstep import check_scenario  # noqa: E402
 from graphcheck.scenario import GRAPH_SCOPES  # noqa: E402
 from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch  # noqa: E402
 
+import _graph_harness as shared  # noqa: E402
+
 #: The scenario that shows each fault (tests/test_faults.py has the torch story per fault).
 from _fault_scenarios import FAULT_SCENARIOS, with_scope  # noqa: E402
+from _graph_harness import Bufs, Framework, item_kernel, make_sum, names_of  # noqa: E402
 from _layers import fast_first  # noqa: E402
 
 xp = make_ops("paddle", "cpu")

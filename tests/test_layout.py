@@ -97,13 +97,18 @@ def test_shared_leaves_import_only_the_standard_library(leaf: str) -> None:
 
 
 def test_the_oracle_is_independent_of_the_engine() -> None:
-    bad = [(f, m) for f, m, _ in _package_imports("reference")
-           if _part(m) in ("backends", "suites") or _root(m) in FRAMEWORKS]
+    bad = [
+        (f, m)
+        for f, m, _ in _package_imports("reference")
+        if _part(m) in ("backends", "suites") or _root(m) in FRAMEWORKS
+    ]
     assert not bad, f"reference/ is plain NumPy, independent of the engine: {bad}"
 
 
 def test_backends_never_import_suites() -> None:
-    bad = [(f, m) for f, m, _ in _package_imports("backends") if _part(m) in ("suites", "reference") or _root(m) == "tests"]
+    bad = [
+        (f, m) for f, m, _ in _package_imports("backends") if _part(m) in ("suites", "reference") or _root(m) == "tests"
+    ]
     assert not bad, bad
 
 
@@ -137,8 +142,12 @@ def _in_cli(file: str) -> bool:
 
 def test_only_the_command_line_knows_exit_codes() -> None:
     folders = ("graphcheck", *MAPPED)
-    bad = [(f, m) for folder in folders for f, m, _ in _package_imports(folder)
-           if (m == "graphcheck.cli" or m.startswith("graphcheck.cli.")) and not _in_cli(f)]
+    bad = [
+        (f, m)
+        for folder in folders
+        for f, m, _ in _package_imports(folder)
+        if (m == "graphcheck.cli" or m.startswith("graphcheck.cli.")) and not _in_cli(f)
+    ]
     assert not bad, f"domain modules raise graphcheck.errors; only {CLI_PACKAGE} maps them to exit codes: {bad}"
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
@@ -150,12 +159,17 @@ def test_only_the_command_line_knows_exit_codes() -> None:
 def test_installed_packages_hold_no_tests() -> None:
     """pytest would import a test module inside reference/, backends/ or suites/ by its folder name,
     a second copy beside graphcheck.<name>: the tests live in tests/ only."""
-    found = [str(p.relative_to(ROOT)) for folder in ("graphcheck", *MAPPED) for p in (ROOT / folder).rglob("*.py")
-             if p.name == "conftest.py" or p.name.startswith("test_")]
+    found = [
+        str(p.relative_to(ROOT))
+        for folder in ("graphcheck", *MAPPED)
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name == "conftest.py" or p.name.startswith("test_")
+    ]
     assert not found, found
 
 
 # -- the import graph: modules, edges, cycles ---------------------------------------------------
+
 
 def _module_names() -> dict[str, Path]:
     """Every module of the installed layout (graphcheck.*, the mapped folders included) and its file."""
@@ -212,8 +226,10 @@ def _edges(module: str, path: Path, modules: Mapping[str, Path], *, typing: bool
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, *([base] if base else [])])
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else _known(base, modules)
-                       for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else _known(base, modules)
+                for alias in node.names
+            ]
         else:
             continue
         found.update(t for t in targets if t is not None and t != module)
@@ -262,8 +278,10 @@ def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles() -> None:
     """Whatever runs at import or call time; ``if TYPE_CHECKING:`` imports never run, so they cannot cycle."""
     cycles = _cycles(_graph(typing=False))
-    assert not cycles, "import cycles (move what both sides need into one of them, or into a third module): " + \
-        "; ".join(" <-> ".join(c) for c in cycles)
+    assert not cycles, (
+        "import cycles (move what both sides need into one of them, or into a third module): "
+        + "; ".join(" <-> ".join(c) for c in cycles)
+    )
 
 
 def test_the_cycle_checker_sees_every_kind_of_import(tmp_path: Path) -> None:
@@ -327,8 +345,13 @@ def _part_of(module: str) -> str:
 @pytest.mark.parametrize("part", sorted(ARROWS))
 def test_the_arrows_of_the_layout(part: str) -> None:
     allowed = ARROWS[part] | {part}
-    bad = sorted((module, target) for module, targets in _graph().items() if _part_of(module) == part
-                 for target in targets if _part_of(target) not in allowed)
+    bad = sorted(
+        (module, target)
+        for module, targets in _graph().items()
+        if _part_of(module) == part
+        for target in targets
+        if _part_of(target) not in allowed
+    )
     assert not bad, f"{part} may import only {sorted(allowed)} of graphcheck: {bad}"
 
 
@@ -349,7 +372,9 @@ def test_check_and_search_know_nothing_above_them() -> None:
 
 def test_nothing_outside_the_command_line_imports_it() -> None:
     assert [part for part, allowed in ARROWS.items() if "cli" in allowed] == []
-    bad = sorted((m, t) for m, targets in _graph().items() for t in targets if _part_of(t) == "cli" and _part_of(m) != "cli")
+    bad = sorted(
+        (m, t) for m, targets in _graph().items() for t in targets if _part_of(t) == "cli" and _part_of(m) != "cli"
+    )
     assert not bad, bad
 
 

@@ -9,6 +9,7 @@ import pytest
 from graphcheck.backends.devices import resolve
 from graphcheck.check.lockstep import Lockstep, check_scenario, expected_bucket
 from graphcheck.search.builtin import demo_scenario
+
 from _layers import fast_first
 
 
@@ -78,8 +79,12 @@ def test_ambiguous_rows_never_fail(cpu) -> None:
     found = diff_steps(ref, got, "reference vs graph", state=state)
     assert found and all(d.ambiguous for d in found)
     assert state.tainted == {"a"}
-    later = diff_steps(StepResult(1, (RequestStep("a", (5,), (), 8, 2, 4, False),)),
-                       StepResult(1, (RequestStep("a", (6,), (), 8, 2, 4, False),)), "reference vs graph", state=state)
+    later = diff_steps(
+        StepResult(1, (RequestStep("a", (5,), (), 8, 2, 4, False),)),
+        StepResult(1, (RequestStep("a", (6,), (), 8, 2, 4, False),)),
+        "reference vs graph",
+        state=state,
+    )
     assert later == []
     strict = diff_steps(ref, got, "eager vs graph")
     assert strict and not any(d.ambiguous for d in strict)

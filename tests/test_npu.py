@@ -19,6 +19,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from graphcheck.backends import devices  # noqa: E402
+from graphcheck.backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
+from graphcheck.backends.graphs import kernels, npu  # noqa: E402
+from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
+from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
+from graphcheck.backends.graphs.npu import NpuGraphRunner  # noqa: E402
+from graphcheck.backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
+from graphcheck.check.threads import single_threaded  # noqa: E402
+from graphcheck.cli import (  # noqa: E402
+    exitcodes,
+    main,
+)
+
 import npu_shim  # noqa: E402
 from _engine_scenarios import (  # noqa: E402
     SCOPES,
@@ -31,17 +45,6 @@ from _engine_scenarios import (  # noqa: E402
     with_scope,
 )
 from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum  # noqa: E402
-from graphcheck.backends import devices  # noqa: E402
-from graphcheck.backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
-from graphcheck.backends.graphs import kernels, npu  # noqa: E402
-from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
-from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
-from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
-from graphcheck.backends.graphs.npu import NpuGraphRunner  # noqa: E402
-from graphcheck.backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
-from graphcheck.check.threads import single_threaded  # noqa: E402
-from graphcheck.cli import exitcodes  # noqa: E402
-from graphcheck.cli import main  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -131,8 +134,9 @@ def test_captures_run_on_a_side_stream_share_one_pool_and_replay(runner):
 def test_rebound_buffer_is_read_stale_and_reported(runner):
     x, y, out = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0]), torch.zeros(3)
     bufs = {"x": x, "y": y, "out": out}
-    graph = runner.capture(lambda: add_into(bufs["out"], bufs["x"], bufs["y"]),
-                           names={id(x): "x", id(y): "y", id(out): "out"})
+    graph = runner.capture(
+        lambda: add_into(bufs["out"], bufs["x"], bufs["y"]), names={id(x): "x", id(y): "y", id(out): "out"}
+    )
     assert out.tolist() == [0.0, 0.0, 0.0], "warm-up and capture leave no side effects"
     assert {inp.name for inp in graph.static_inputs} == {"x", "y", "out"}
     bufs["x"] = torch.tensor([100.0, 200.0, 300.0])
@@ -143,7 +147,9 @@ def test_rebound_buffer_is_read_stale_and_reported(runner):
     assert [inp.name for inp in graph.dead_inputs()] == ["x"]
 
 
-@pytest.mark.parametrize("kernel_fn", [item_kernel, host_copy_kernel, tolist_kernel], ids=["item", "host_sync", "tolist"])
+@pytest.mark.parametrize(
+    "kernel_fn", [item_kernel, host_copy_kernel, tolist_kernel], ids=["item", "host_sync", "tolist"]
+)
 def test_host_sync_in_capture_raises_and_the_runner_stays_usable(runner, kernel_fn):
     x = torch.tensor([1.0, 2.0])
     with pytest.raises(HostSyncInCapture):
@@ -389,8 +395,25 @@ def test_run_backend_npu_without_a_device_exits_3(tmp_path, capsys):
 
 
 def test_run_backend_npu_emulate_is_clean(tmp_path, capsys):
-    code = main(["run", "--backend", "npu", "--emulate", "--suite", "seeds", "--examples", "1", "--steps", "4",
-                 "--seed", "1", "--quiet", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            "--backend",
+            "npu",
+            "--emulate",
+            "--suite",
+            "seeds",
+            "--examples",
+            "1",
+            "--steps",
+            "4",
+            "--seed",
+            "1",
+            "--quiet",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == exitcodes.CLEAN, out
     assert "npu --emulate" in out and "CLEAN" in out

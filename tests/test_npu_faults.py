@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch
+
 from _layers import fast_first, slow
 
 pytest.importorskip("torch")
@@ -72,15 +72,35 @@ def test_fault_is_caught_like_on_cpu(fault: str, backend: str, tmp_path_factory:
     assert (first["kind"], first["tensor"]) == (kind, tensor)
 
 
-@pytest.mark.parametrize("backend, suite, fault", [
-    ("xpu", "seeds", "naive-seed-frozen"),
-    ("npu", "addresses", "rebind-output-offsets"),
-])
+@pytest.mark.parametrize(
+    "backend, suite, fault",
+    [
+        ("xpu", "seeds", "naive-seed-frozen"),
+        ("npu", "addresses", "rebind-output-offsets"),
+    ],
+)
 def test_a_short_fuzz_run_finds_the_fault(backend: str, suite: str, fault: str, tmp_path: Path) -> None:
     if backend == "xpu":
         pytest.importorskip("paddle")
-    code = main(["run", *EMULATED[backend], "--suite", suite, "--examples", "3", "--steps", "4", "--seed", "0",
-                 "--inject", fault, "--quiet", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            *EMULATED[backend],
+            "--suite",
+            suite,
+            "--examples",
+            "3",
+            "--steps",
+            "4",
+            "--seed",
+            "0",
+            "--inject",
+            fault,
+            "--quiet",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == exitcodes.DIVERGENCE
     assert _first_failure(tmp_path)["kind"] == FAULTS[fault][1]
 
@@ -93,8 +113,23 @@ def test_the_clean_engine_passes_every_suite(backend: str, tmp_path: Path, capsy
         pytest.importorskip("paddle")
     from graphcheck.suites import SUITES
 
-    code = main(["run", *EMULATED[backend], "--examples", "2", "--steps", "4", "--seed", "0", "--database", "none",
-                 "--quiet", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            *EMULATED[backend],
+            "--examples",
+            "2",
+            "--steps",
+            "4",
+            "--seed",
+            "0",
+            "--database",
+            "none",
+            "--quiet",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == exitcodes.CLEAN, out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]

@@ -16,6 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from graphcheck.backends.graphs import kernels  # noqa: E402
+from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
+
 import npu_shim  # noqa: E402
 from _engine_scenarios import (  # noqa: E402
     ALL,
@@ -27,8 +30,6 @@ from _engine_scenarios import (  # noqa: E402
     scenario_for,
 )
 from _graph_harness import add_into, make_sum  # noqa: E402
-from graphcheck.backends.graphs import kernels  # noqa: E402
-from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -69,8 +70,9 @@ def test_runner_captures_replays_and_reads_rebound_buffers_stale(npu_on_cuda):
     runner = npu_on_cuda.runner_factory()
     x, y, out = cuda([1.0, 2.0, 3.0]), cuda([10.0, 20.0, 30.0]), cuda([0.0, 0.0, 0.0])
     bufs = {"x": x, "y": y, "out": out}
-    graph = runner.capture(lambda: add_into(bufs["out"], bufs["x"], bufs["y"]),
-                           names={id(x): "x", id(y): "y", id(out): "out"})
+    graph = runner.capture(
+        lambda: add_into(bufs["out"], bufs["x"], bufs["y"]), names={id(x): "x", id(y): "y", id(out): "out"}
+    )
     assert out.tolist() == [0.0, 0.0, 0.0], "warm-up and capture leave no side effects"
     old = bufs["x"]  # kept alive so the allocator cannot hand its block to the new tensor
     bufs["x"] = cuda([100.0, 200.0, 300.0])

@@ -21,6 +21,14 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
+import graphcheck.reference.rng as ref_rng  # noqa: E402
+from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.backends.engine import Engine, rng  # noqa: E402
+from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
+from graphcheck.backends.xp import make_ops  # noqa: E402
+from graphcheck.reference import make_weights  # noqa: E402
+from graphcheck.scenario import SEED_MODULUS  # noqa: E402
+
 from _engine_scenarios import (  # noqa: E402
     ALL,
     LOCKSTEP_CASES,
@@ -34,13 +42,6 @@ from _engine_scenarios import (  # noqa: E402
     run_against_reference,
     scenario_for,
 )
-from graphcheck.backends.devices import resolve  # noqa: E402
-from graphcheck.backends.engine import Engine, rng  # noqa: E402
-from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
-from graphcheck.backends.xp import make_ops  # noqa: E402
-from graphcheck.scenario import SEED_MODULUS  # noqa: E402
-from graphcheck.reference import make_weights  # noqa: E402
-import graphcheck.reference.rng as ref_rng  # noqa: E402
 from _layers import fast_first  # noqa: E402
 
 
@@ -127,15 +128,19 @@ def _facade_cases(xp):
         "where_two_int_scalars": f(lambda o, T: o.where(T(mask), 1, 0)),
         "where_float_scalar_int_tensor": f(lambda o, T: o.where(T(mask), o.astype(T(ints[:6]), o.float64), 0)),
         "where_int_scalar_bool_tensor": f(lambda o, T: o.where(T(mask), T(~mask), 7)),
-        "where_broadcast": f(lambda o, T: o.where(o.lt(o.reshape(o.arange(4), (1, 4)), T(np.array([[1], [3], [0]]))),
-                                                  T(m2), o.full((3, 1), -9, o.int64))),
+        "where_broadcast": f(
+            lambda o, T: o.where(
+                o.lt(o.reshape(o.arange(4), (1, 4)), T(np.array([[1], [3], [0]]))), T(m2), o.full((3, 1), -9, o.int64)
+            )
+        ),
         "minimum_scalar": f(lambda o, T: o.minimum(T(ints), 3)),
         "maximum_scalar": f(lambda o, T: o.maximum(T(ints), 0)),
         "clip": f(lambda o, T: o.clip(T(ints), -2, 9)),
         "eq_float": f(lambda o, T: o.eq(T(floats), 3.0)),
         "sort_desc_stable": f(lambda o, T: o.concat(list(o.sort(T(m2), -1, descending=True)), 1)),
-        "searchsorted_right": f(lambda o, T: o.searchsorted(T(np.array([0, 2, 2, 5])), T(np.array([0, 1, 2, 5, 9])),
-                                                            right=True)),
+        "searchsorted_right": f(
+            lambda o, T: o.searchsorted(T(np.array([0, 2, 2, 5])), T(np.array([0, 1, 2, 5, 9])), right=True)
+        ),
         "gather": f(lambda o, T: o.gather(T(m2), T(np.array([[3, 0], [1, 1], [2, 0]])), 1)),
         "take2d": f(lambda o, T: o.take2d(T(m2), T(np.array([2, 0, 1])), T(np.array([1, 3, 0])))),
         "cumsum_f64": f(lambda o, T: o.cumsum(T(np.abs(floats)), 0)),

@@ -15,12 +15,12 @@ import pytest
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec
 from graphcheck.parallel.run import merge_results, plan_jobs, worker_args
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.database import DatabaseSpec
+
 from _layers import slow
 
 pytest.importorskip("xdist", reason="-j needs pytest-xdist (pip install 'graphcheck[parallel]')")
@@ -69,7 +69,9 @@ def test_j2_clean_run_exits_0_with_the_demo_scenarios(tmp_path: Path) -> None:
     code, run_dir = _run(tmp_path, "-j", "2", "--examples", "2", "--steps", "4", "--database", "none")
     assert code == exitcodes.CLEAN
     doc = json.loads((run_dir / "divergences.json").read_text())
-    assert [o["scenario"] for o in doc["outcomes"]] == [f"builtin/demo-{m}" for m in ("greedy", "target_match", "topp", "naive")]
+    assert [o["scenario"] for o in doc["outcomes"]] == [
+        f"builtin/demo-{m}" for m in ("greedy", "target_match", "topp", "naive")
+    ]
     assert len(json.loads((run_dir / "fuzz.json").read_text())["suites"]) == 2
 
 
@@ -78,12 +80,17 @@ def test_j2_clean_run_exits_0_with_the_demo_scenarios(tmp_path: Path) -> None:
     [
         (["-j", "0"], "-j/--jobs"),
         (["--xdist-args=--tx popen"], "needs -j"),
-        (["-j", "2", "--xdist-args=--tx \"popen"], "--xdist-args"),
+        (["-j", "2", '--xdist-args=--tx "popen'], "--xdist-args"),
         (["-j", "2", "--xdist-args=--no-such-option"], "rejected"),
     ],
 )
-def test_parallel_usage_errors_exit_2(argv: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--suite", "seeds", "--examples", "1", "--database", "none", "--report-dir", str(tmp_path), *argv]) == exitcodes.USAGE
+def test_parallel_usage_errors_exit_2(
+    argv: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["run", "--suite", "seeds", "--examples", "1", "--database", "none", "--report-dir", str(tmp_path), *argv])
+        == exitcodes.USAGE
+    )
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
     if words != "rejected":  # caught before the run starts: no report folder
@@ -100,8 +107,12 @@ def test_workers_one_gpu_each_where_several_are_visible() -> None:
     cuda = SimpleNamespace(name="cuda", emulated=False)
     assert worker_args(3, cpu, [], {}) == ["-n", "3"]
     assert worker_args(3, cuda, [], {"CUDA_VISIBLE_DEVICES": "4,5"}) == [
-        "--tx", "popen//env:CUDA_VISIBLE_DEVICES=4", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=5",
-        "--tx", "popen//env:CUDA_VISIBLE_DEVICES=4",
+        "--tx",
+        "popen//env:CUDA_VISIBLE_DEVICES=4",
+        "--tx",
+        "popen//env:CUDA_VISIBLE_DEVICES=5",
+        "--tx",
+        "popen//env:CUDA_VISIBLE_DEVICES=4",
     ]
     assert worker_args(2, cuda, [], {"CUDA_VISIBLE_DEVICES": "0"}) == ["-n", "2"]
     assert worker_args(2, cpu, ["--tx", "ssh=gpu1"], {}) == []  # the user's workers, other hosts included

@@ -15,8 +15,13 @@ import pytest
 import graphcheck
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "suites" / "README.md",
-        ROOT / "reference" / "README.md", ROOT / "examples" / "pytest-project" / "README.md"]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "suites" / "README.md",
+    ROOT / "reference" / "README.md",
+    ROOT / "examples" / "pytest-project" / "README.md",
+]
 _FENCE = re.compile(r"```python\n(.*?)```", re.S)
 
 

@@ -27,6 +27,7 @@ from graphcheck import pytest_plugin
 from graphcheck.check.runner import LockstepRunner, ScenarioDiverged, replay_command
 from graphcheck.scenario import Scenario
 from graphcheck.search.builtin import demo_scenario
+
 from _layers import slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +42,11 @@ def entry_point_installed() -> bool:
 
 def run_pytest(cwd: Path, *args: str, autoload: bool = True, timeout: int = 420) -> subprocess.CompletedProcess[str]:
     """pytest in a subprocess, in ``cwd``, with this checkout importable and no graphcheck/Hypothesis env leaking in."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GRAPHCHECK_BACKEND", "GRAPHCHECK_EMULATE", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GRAPHCHECK_BACKEND", "GRAPHCHECK_EMULATE", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")
+    }
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     if not autoload:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -73,17 +77,30 @@ def write_project(root: Path, tests: str) -> Path:
 # The example project, run as a separate project
 # ---------------------------------------------------------------------------
 
+
 @slow
 def test_example_project_passes_and_its_injected_fault_demo_fails(project: Path) -> None:
-    run = run_pytest(project, "-p", PLUGIN, "--graphcheck-backend", "cpu", "--graphcheck-profile", "ci",
-                     "-v", *(f"tests/{f.name}" for f in sorted((project / "tests").glob("test_*.py"))),
-                     "tests/demo_injected_fault.py")  # named: a `tests` argument would drop the demo
+    run = run_pytest(
+        project,
+        "-p",
+        PLUGIN,
+        "--graphcheck-backend",
+        "cpu",
+        "--graphcheck-profile",
+        "ci",
+        "-v",
+        *(f"tests/{f.name}" for f in sorted((project / "tests").glob("test_*.py"))),
+        "tests/demo_injected_fault.py",
+    )  # named: a `tests` argument would drop the demo
     out = run.stdout + run.stderr
     got = outcomes(run.stdout)
     assert got.pop("test_output_offsets_stay_bound_to_the_captured_storage") == "FAILED", out
     assert got and set(got.values()) == {"PASSED"}, out
-    assert {"test_graph_replay_agrees_with_eager_and_reference", "test_the_lockstep_builds_the_overriding_engine",
-            "test_an_injected_rebinding_is_caught"} <= set(got)
+    assert {
+        "test_graph_replay_agrees_with_eager_and_reference",
+        "test_the_lockstep_builds_the_overriding_engine",
+        "test_an_injected_rebinding_is_caught",
+    } <= set(got)
     assert run.returncode == 1, out
     assert "graphcheck: backend cpu, hypothesis profile graphcheck-ci" in run.stdout
     # The shrunk failure: the divergence, the replay command, Hypothesis's falsifying example.
@@ -96,11 +113,14 @@ def test_example_project_passes_and_its_injected_fault_demo_fails(project: Path)
 
 @pytest.mark.skipif(not entry_point_installed(), reason="graphcheck is not pip-installed with its pytest11 entry point")
 def test_the_entry_point_loads_the_plugin(tmp_path: Path) -> None:
-    root = write_project(tmp_path / "ep", (
-        "def test_loaded(pytestconfig):\n"
-        f"    assert pytestconfig.pluginmanager.has_plugin({PLUGIN!r})\n"
-        "    assert pytestconfig.getoption('graphcheck_profile') == 'ci'\n"
-    ))
+    root = write_project(
+        tmp_path / "ep",
+        (
+            "def test_loaded(pytestconfig):\n"
+            f"    assert pytestconfig.pluginmanager.has_plugin({PLUGIN!r})\n"
+            "    assert pytestconfig.getoption('graphcheck_profile') == 'ci'\n"
+        ),
+    )
     for extra in ((), ("-p", PLUGIN)):  # -p on top of the entry point must not register it twice
         run = run_pytest(root, *extra, "--graphcheck-profile", "ci")
         assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
@@ -110,12 +130,16 @@ def test_the_entry_point_loads_the_plugin(tmp_path: Path) -> None:
 # Inert without options; usage errors; unavailable backends
 # ---------------------------------------------------------------------------
 
+
 def test_the_plugin_is_inert_without_its_options(tmp_path: Path) -> None:
-    root = write_project(tmp_path / "plain", (
-        "import sys\n\n"
-        "def test_no_framework_was_imported():\n"
-        "    assert not {'torch', 'paddle', 'hypothesis'} & set(sys.modules)\n"
-    ))
+    root = write_project(
+        tmp_path / "plain",
+        (
+            "import sys\n\n"
+            "def test_no_framework_was_imported():\n"
+            "    assert not {'torch', 'paddle', 'hypothesis'} & set(sys.modules)\n"
+        ),
+    )
     run = run_pytest(root, "-p", PLUGIN, autoload=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "graphcheck:" not in run.stdout  # no report header unless an option is given
@@ -137,11 +161,14 @@ def test_bad_options_are_usage_errors(tmp_path: Path, args: tuple[str, ...], mes
 
 
 def test_an_unavailable_backend_is_an_error_not_a_skip(tmp_path: Path) -> None:
-    root = write_project(tmp_path / "xpu", (
-        "def test_one(graphcheck_backend):\n    pass\n\n"
-        "def test_two(graphcheck_lockstep):\n    pass\n\n"
-        "def test_unrelated():\n    pass\n"
-    ))
+    root = write_project(
+        tmp_path / "xpu",
+        (
+            "def test_one(graphcheck_backend):\n    pass\n\n"
+            "def test_two(graphcheck_lockstep):\n    pass\n\n"
+            "def test_unrelated():\n    pass\n"
+        ),
+    )
     run = run_pytest(root, "-p", PLUGIN, "--graphcheck-backend", "xpu", "-v", autoload=False)
     got = outcomes(run.stdout)
     assert got == {"test_one": "ERROR", "test_two": "ERROR", "test_unrelated": "PASSED"}, run.stdout + run.stderr
@@ -151,6 +178,7 @@ def test_an_unavailable_backend_is_an_error_not_a_skip(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # Options, profiles and failure messages, in process
 # ---------------------------------------------------------------------------
+
 
 def fake_config(**options: object) -> SimpleNamespace:
     values = {"graphcheck_backend": None, "graphcheck_emulate": None, "graphcheck_profile": None, **options}
@@ -207,8 +235,12 @@ def test_replay_hints_follow_the_backend_and_the_engine() -> None:
 
     emulated_cuda = SimpleNamespace(name="cuda", emulated=True)
     assert replay_command(emulated_cuda, ["a", "b"]) == (
-        "graphcheck replay scenario.json --backend cuda --emulate --inject a --inject b")
-    assert replay_command(SimpleNamespace(name="cpu", emulated=True), []) == "graphcheck replay scenario.json --backend cpu"
+        "graphcheck replay scenario.json --backend cuda --emulate --inject a --inject b"
+    )
+    assert (
+        replay_command(SimpleNamespace(name="cpu", emulated=True), [])
+        == "graphcheck replay scenario.json --backend cpu"
+    )
 
     class Mine(Engine):
         pass

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from graphcheck.search.builtin import BUILTIN, demo_scenario
+from graphcheck.reference import ReferenceDecoder, add_mod, decode, judge_row, make_weights, reasoning_status_at
+from graphcheck.reference.weights import NPOS, Weights
 from graphcheck.scenario import (
     SEED_MODULUS as M,
+)
+from graphcheck.scenario import (
     AcceptOverride,
     EngineConfig,
     ReasoningChange,
@@ -16,8 +21,7 @@ from graphcheck.scenario import (
     StepResult,
     validate,
 )
-from graphcheck.reference import ReferenceDecoder, add_mod, decode, judge_row, make_weights, reasoning_status_at
-from graphcheck.reference.weights import NPOS, Weights
+from graphcheck.search.builtin import BUILTIN, demo_scenario
 
 # ---------------------------------------------------------------------------
 # A slow, independent restatement of README §1 (plain loops over positions).
@@ -74,7 +78,12 @@ def _cfg(**kw) -> EngineConfig:
     # Greedy with top_k = 1 (NAIVE) keeps token paths seed-independent, so a request
     # with the default prompt and eos runs its full max_dec_len (checked in tests).
     base = dict(
-        max_num_seqs=4, num_speculative_tokens=3, num_model_steps=2, vocab_size=64, hidden_size=8, model_seed=5,
+        max_num_seqs=4,
+        num_speculative_tokens=3,
+        num_model_steps=2,
+        vocab_size=64,
+        hidden_size=8,
+        model_seed=5,
         verify_strategy="greedy",
     )
     base.update(kw)
@@ -310,8 +319,9 @@ def test_every_emitted_token_is_justified_by_the_slow_model(strategy: str) -> No
     (NAIVE: the one row sampled with infer_seed itself)."""
     naive = strategy == "naive"
     strategy = "target_match" if naive else strategy
-    cfg = _cfg(verify_strategy=strategy, num_speculative_tokens=3, num_model_steps=3, max_candidate_len=4,
-               naive_mode=naive)
+    cfg = _cfg(
+        verify_strategy=strategy, num_speculative_tokens=3, num_model_steps=3, max_candidate_len=4, naive_mode=naive
+    )
     spec = _req("a", max_dec_len=30, top_k=0, top_p=0.9, temperature=0.5, seed=M - 41)
     overrides = {2: 3, 4: 1, 5: 2, 7: 3}
     w = make_weights(cfg)
@@ -332,9 +342,12 @@ def test_every_emitted_token_is_justified_by_the_slow_model(strategy: str) -> No
     checked = 0
     for t, before, seed, drafts, out in steps:
         first_row = before - 1  # position of the step's input token 0
-        verdict = lambda i: judge_row(  # noqa: E731
-            strategy, logits[first_row + i], spec.temperature, spec.top_p, spec.top_k, add_mod(seed, 4 * i), 4  # noqa: B023  (called inside this iteration)
-        )
+
+        def verdict(i: int, first_row: int = first_row, seed: int = seed) -> Any:
+            return judge_row(
+                strategy, logits[first_row + i], spec.temperature, spec.top_p, spec.top_k, add_mod(seed, 4 * i), 4
+            )
+
         *accepted, last = out.accept_tokens
         amb = False
         for i, tok in enumerate(accepted):

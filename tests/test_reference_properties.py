@@ -8,8 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graphcheck.driver import iter_steps
+from graphcheck.reference import ReferenceDecoder, decode, reasoning_status_at
 from graphcheck.scenario import (
     SEED_MODULUS as M,
+)
+from graphcheck.scenario import (
     VERIFY_STRATEGIES,
     AcceptOverride,
     EngineConfig,
@@ -19,7 +22,6 @@ from graphcheck.scenario import (
     StepResult,
     validate,
 )
-from graphcheck.reference import ReferenceDecoder, decode, reasoning_status_at
 
 
 @st.composite
@@ -151,8 +153,12 @@ def test_seeds_follow_the_formula(sc: Scenario) -> None:
 def test_speculation_never_changes_greedy_output(sc: Scenario, k: int, data: st.DataObject) -> None:
     """Greedy without overrides commits the same tokens whatever k, S or the policy."""
     base = replace(sc.config, verify_strategy="greedy", naive_mode=False, accept_policy="normal")
-    other = replace(base, num_speculative_tokens=k, num_model_steps=data.draw(st.integers(1, k)),
-                    accept_policy=data.draw(st.sampled_from(["normal", "reject_all"])))
+    other = replace(
+        base,
+        num_speculative_tokens=k,
+        num_model_steps=data.draw(st.integers(1, k)),
+        accept_policy=data.draw(st.sampled_from(["normal", "reject_all"])),
+    )
     one = replace(sc, config=base, accepts=())
     two = replace(sc, config=other, accepts=())
     # No aborts (they depend on timing, which k changes); long enough to finish everything.

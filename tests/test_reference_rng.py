@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from graphcheck.scenario import SEED_MODULUS as M
 from graphcheck.reference.rng import add_mod, mix64, uniform, uniform_open0
+from graphcheck.scenario import SEED_MODULUS as M
 
 MASK = (1 << 64) - 1
 

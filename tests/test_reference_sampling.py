@@ -45,7 +45,9 @@ def test_greedy_ties_lowest_id() -> None:
     assert greedy(ROW) == (1, False)
 
 
-@pytest.mark.parametrize("u,want", [(0.0, 1), (0.5, 1), (C0 - 1e-6, 1), (C0 + 1e-6, 2), (0.8, 2), (0.95, 0), (0.999999, 0)])
+@pytest.mark.parametrize(
+    "u,want", [(0.0, 1), (0.5, 1), (C0 - 1e-6, 1), (C0 + 1e-6, 2), (0.8, 2), (0.95, 0), (0.999999, 0)]
+)
 def test_sample_full_distribution_buckets(u: float, want: int) -> None:
     assert sample_u(ROW, 1.0, 1.0, 0, u) == (want, False)
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import report_samples as samples
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.report import ReportPaths, RunInfo, SuiteRun, default_replay_command, write_junit, write_report
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import jsonable
 from graphcheck.scenario import Scenario
+
+import report_samples as samples
 
 COMMAND = "graphcheck run --backend cpu --emulate --inject rebind_cu_seqlens"
 
@@ -78,6 +79,7 @@ def clean_report(tmp_path: Path) -> ReportPaths:
 
 # -- files ------------------------------------------------------------------
 
+
 def test_all_files_are_written(diverged_report: ReportPaths, clean_report: ReportPaths) -> None:
     for paths in (diverged_report, clean_report):
         for path in (paths.index_html, paths.divergences_json, paths.scenario_json, paths.junit_xml):
@@ -91,6 +93,7 @@ def test_no_outcomes_is_an_error(tmp_path: Path) -> None:
 
 
 # -- index.html ---------------------------------------------------------------
+
 
 def test_html_headline_and_replay_command(diverged_report: ReportPaths, diverged: CheckOutcome) -> None:
     page = parse(diverged_report.index_html)
@@ -163,8 +166,11 @@ def test_absent_kinds_have_no_table(clean_report: ReportPaths, diverged_report: 
 
 
 def test_several_outcomes_get_a_summary(tmp_path: Path) -> None:
-    outcomes = [named(samples.clean_outcome(), "alpha"), named(samples.diverged_outcome(), "beta"),
-                named(samples.clean_outcome(), "gamma")]
+    outcomes = [
+        named(samples.clean_outcome(), "alpha"),
+        named(samples.diverged_outcome(), "beta"),
+        named(samples.clean_outcome(), "gamma"),
+    ]
     paths = write(outcomes, tmp_path / "multi")
     html = paths.index_html.read_text(encoding="utf-8")
     text = "".join(parse(paths.index_html).text)
@@ -191,6 +197,7 @@ def test_custom_replay_command(tmp_path: Path) -> None:
 
 
 # -- JSON ---------------------------------------------------------------------
+
 
 def test_divergences_json_matches(diverged_report: ReportPaths, diverged: CheckOutcome) -> None:
     doc = json.loads(diverged_report.divergences_json.read_text(encoding="utf-8"))
@@ -231,7 +238,9 @@ def test_numpy_values_in_divergences_are_written(tmp_path: Path) -> None:
     assert doc["outcomes"][0]["failures"][0]["expected"] == 7
 
 
-def test_scenario_json_round_trips(diverged_report: ReportPaths, clean_report: ReportPaths, diverged: CheckOutcome) -> None:
+def test_scenario_json_round_trips(
+    diverged_report: ReportPaths, clean_report: ReportPaths, diverged: CheckOutcome
+) -> None:
     text = diverged_report.scenario_json.read_text(encoding="utf-8")
     assert text == diverged.scenario.to_json()
     assert Scenario.from_json(text) == diverged.scenario
@@ -239,6 +248,7 @@ def test_scenario_json_round_trips(diverged_report: ReportPaths, clean_report: R
 
 
 # -- JUnit --------------------------------------------------------------------
+
 
 def test_junit_one_failure_for_the_diverged_outcome(tmp_path: Path) -> None:
     outcomes = [named(samples.clean_outcome(), "clean-one"), named(samples.diverged_outcome(), "broken-one")]
@@ -256,7 +266,9 @@ def test_junit_one_failure_for_the_diverged_outcome(tmp_path: Path) -> None:
 
 def test_write_junit_alone_survives_control_characters(tmp_path: Path) -> None:
     out = samples.diverged_outcome()
-    out.divergences.append(Divergence("crash", 7, "worker", "eager vs graph", None, "died\x00\x1b[31m", detail="\x07bell"))
+    out.divergences.append(
+        Divergence("crash", 7, "worker", "eager vs graph", None, "died\x00\x1b[31m", detail="\x07bell")
+    )
     path = write_junit([out], tmp_path / "ci" / "junit.xml", samples.run_info())
     suite = ET.parse(path).getroot()
     assert suite.find("testcase/failure") is not None
@@ -271,6 +283,7 @@ def test_run_info_is_frozen() -> None:
 
 
 # -- fuzzed suites ------------------------------------------------------------
+
 
 def text_of(path: Path) -> str:
     return "".join(parse(path).text)
@@ -296,8 +309,16 @@ def test_clean_fuzzed_run_counts_suites_not_only_scenarios(fuzzed_clean: ReportP
 
 def test_fuzzing_table_has_one_row_per_suite(fuzzed_clean: ReportPaths) -> None:
     header, *rows = table_rows(fuzzed_clean.index_html, "fuzz-table")
-    assert header == ["suite", "examples", "steps", "seconds", "verdict", "shrink", "first divergence",
-                      "examples to first failure"]
+    assert header == [
+        "suite",
+        "examples",
+        "steps",
+        "seconds",
+        "verdict",
+        "shrink",
+        "first divergence",
+        "examples to first failure",
+    ]
     assert [r[0] for r in rows] == [name for name, _, _ in samples.SUITE_FIGURES]
     assert rows[0] == ["addresses", "20", "150", "1.50", "clean", "—", "—", "—"]
     assert rows[-1][:3] == ["lifecycle", "30", "220"]
@@ -307,7 +328,16 @@ def test_fuzzing_table_shows_the_divergence_and_links_its_scenario(fuzzed_diverg
     paths, outcomes, suites = fuzzed_diverged
     html = paths.index_html.read_text(encoding="utf-8")
     rows = {r[0]: r for r in table_rows(paths.index_html, "fuzz-table")[1:]}
-    assert rows["padding"] == ["padding", "37", "260", "2.50", "divergence", "shrunk", outcomes[0].first.headline(), "3"]
+    assert rows["padding"] == [
+        "padding",
+        "37",
+        "260",
+        "2.50",
+        "divergence",
+        "shrunk",
+        outcomes[0].first.headline(),
+        "3",
+    ]
     assert '<a href="#outcome-0">padding</a>' in html
     text = text_of(paths.index_html)
     assert "7 suites fuzzed (1 diverged): 177 examples, 1,324 steps; 4 built-in scenarios checked" in text
@@ -333,7 +363,14 @@ def test_file_list_names_fuzz_json_and_summary_md(tmp_path: Path, fuzzed_clean: 
     def files(paths: ReportPaths) -> list[str]:
         return re.findall(r'<a href="([^"#]+)">', paths.index_html.read_text())
 
-    assert files(fuzzed_clean) == ["fuzz.json", "index.html", "divergences.json", "scenario.json", "junit.xml", "fuzz.json"]
+    assert files(fuzzed_clean) == [
+        "fuzz.json",
+        "index.html",
+        "divergences.json",
+        "scenario.json",
+        "junit.xml",
+        "fuzz.json",
+    ]
     plain = write([samples.clean_outcome()], tmp_path / "plain")
     assert "fuzz.json" not in files(plain) and "summary.md" not in files(plain)
     (tmp_path / "plain" / "summary.md").write_text("# summary\n")
@@ -359,7 +396,8 @@ def test_junit_one_testcase_per_suite_and_per_other_outcome(fuzzed_diverged) -> 
     suite_cases = [c for c in cases if c.get("classname") == "graphcheck.cpu.suites"]
     assert [c.get("name") for c in suite_cases] == [s.suite for s in suites]
     assert [c.get("name") for c in cases if c.get("classname") == "graphcheck.cpu"] == [
-        f"builtin/demo-{m}" for m in samples.BUILTIN_MODES]
+        f"builtin/demo-{m}" for m in samples.BUILTIN_MODES
+    ]
     assert "padding/shrunk" not in [c.get("name") for c in cases]  # reported once, as the suite's failure
     padding = next(c for c in suite_cases if c.get("name") == "padding")
     assert padding.get("time") == "2.500"
@@ -367,8 +405,13 @@ def test_junit_one_testcase_per_suite_and_per_other_outcome(fuzzed_diverged) -> 
     assert failure.get("message") == outcomes[0].first.headline() and failure.get("type") == "address"
     assert samples.XSS in failure.text and "shrunk" in failure.text
     props = {p.get("name"): p.get("value") for p in padding.findall("properties/property")}
-    assert props == {"examples": "37", "steps": "260", "first_failure_at": "3", "shrink": "shrunk",
-                     "scenario": "padding/shrunk"}
+    assert props == {
+        "examples": "37",
+        "steps": "260",
+        "first_failure_at": "3",
+        "shrink": "shrunk",
+        "scenario": "padding/shrunk",
+    }
     assert "37 examples, 260 steps" in padding.find("system-out").text
     assert all(not c.findall("failure") for c in cases if c is not padding)
 
@@ -402,15 +445,27 @@ def test_divergences_json_lists_the_suites(fuzzed_diverged) -> None:
     assert doc["verdict"] == "divergence" and len(doc["outcomes"]) == 5
     assert [s["suite"] for s in doc["suites"]] == [s.suite for s in suites]
     padding = doc["suites"][1]
-    assert padding == {"suite": "padding", "examples": 37, "steps": 260, "elapsed_s": 2.5, "clean": False,
-                       "shrink": "shrunk", "first": outcomes[0].first.headline(), "first_failure_at": 3,
-                       "scenario_name": "padding/shrunk", "outcome": 0}
+    assert padding == {
+        "suite": "padding",
+        "examples": 37,
+        "steps": 260,
+        "elapsed_s": 2.5,
+        "clean": False,
+        "shrink": "shrunk",
+        "first": outcomes[0].first.headline(),
+        "first_failure_at": 3,
+        "scenario_name": "padding/shrunk",
+        "outcome": 0,
+    }
     assert doc["suites"][0]["outcome"] is None
-    plain = json.loads(write([samples.clean_outcome()], paths.index_html.parent.parent / "plain").divergences_json.read_text())
+    plain = json.loads(
+        write([samples.clean_outcome()], paths.index_html.parent.parent / "plain").divergences_json.read_text()
+    )
     assert plain["suites"] == []
 
 
 # -- text no encoding can carry ----------------------------------------------
+
 
 def hostile_outcome() -> CheckOutcome:
     """A scenario named by a lone surrogate, a request id with Rich markup and a GitHub workflow command."""
@@ -419,8 +474,9 @@ def hostile_outcome() -> CheckOutcome:
     scenario = out.scenario
     requests = tuple(dataclasses.replace(r, request_id=rid) if r.request_id == "r0" else r for r in scenario.requests)
     accepts = tuple(dataclasses.replace(a, request_id=rid) if a.request_id == "r0" else a for a in scenario.accepts)
-    out = samples.outcome_for(dataclasses.replace(scenario, name="\ud800", requests=requests, accepts=accepts),
-                              faults=out.faults)
+    out = samples.outcome_for(
+        dataclasses.replace(scenario, name="\ud800", requests=requests, accepts=accepts), faults=out.faults
+    )
     out.divergences = [
         Divergence("token", 3, "accept_tokens", "eager vs graph", (1, 2), (63,), rid, 0, detail="\udcff bad bytes"),
         Divergence("crash", 4, "engine.step", "eager vs graph", "ok", "RuntimeError", detail="\ud800\n::error::x"),

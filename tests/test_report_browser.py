@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
-import report_samples as samples
 from graphcheck.report import ReportPaths, default_replay_command, write_report
+
+import report_samples as samples
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BROWSER = next((b for b in map(shutil.which, BROWSERS) if b), None)
@@ -38,8 +39,14 @@ REQUIRE_ENV = "GRAPHCHECK_REQUIRE_BROWSER"
 SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "reports" / "browser-test"
 
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 )
 WINDOW = (1400, 2400)
 
@@ -97,8 +104,11 @@ def need_browser(found: str | None) -> str:
         return found
     message = f"no {' / '.join(BROWSERS)} on PATH, so the HTML report was not rendered"
     if browser_required():
-        pytest.fail(f"{message}; a browser is required here ({REQUIRE_ENV}=1 or CI=true): install one, e.g. "
-                    "`apt-get install -y --no-install-recommends chromium` (.ci/run does)", pytrace=False)
+        pytest.fail(
+            f"{message}; a browser is required here ({REQUIRE_ENV}=1 or CI=true): install one, e.g. "
+            "`apt-get install -y --no-install-recommends chromium` (.ci/run does)",
+            pytrace=False,
+        )
     pytest.skip(message)
 
 
@@ -116,21 +126,34 @@ def chromium(browser: str, tmp_path: Path, *args: str) -> subprocess.CompletedPr
 
 def page_console(result: subprocess.CompletedProcess[str], page: Path) -> list[str]:
     """The console messages (errors, uncaught exceptions, anything logged) of ``page`` in Chromium's log."""
-    return [line for line in result.stderr.splitlines()
-            if "CONSOLE" in line and (page.as_uri() in line or "Uncaught" in line)]
+    return [
+        line
+        for line in result.stderr.splitlines()
+        if "CONSOLE" in line and (page.as_uri() in line or "Uncaught" in line)
+    ]
 
 
 @pytest.fixture
 def diverged(tmp_path: Path) -> ReportPaths:
     outcomes, suites = samples.fuzzed_divergence()
-    return write_report(outcomes, tmp_path / "diverged", command="graphcheck run --emulate --keep-going",
-                        run_info=samples.run_info(), suites=suites)
+    return write_report(
+        outcomes,
+        tmp_path / "diverged",
+        command="graphcheck run --emulate --keep-going",
+        run_info=samples.run_info(),
+        suites=suites,
+    )
 
 
 @pytest.fixture
 def clean(tmp_path: Path) -> ReportPaths:
-    return write_report(samples.builtin_outcomes(), tmp_path / "clean", command="graphcheck run --emulate",
-                        run_info=samples.run_info(), suites=samples.clean_suite_runs())
+    return write_report(
+        samples.builtin_outcomes(),
+        tmp_path / "clean",
+        command="graphcheck run --emulate",
+        run_info=samples.run_info(),
+        suites=samples.clean_suite_runs(),
+    )
 
 
 def replay_of(paths: ReportPaths) -> str:
@@ -143,8 +166,9 @@ def harnessed(paths: ReportPaths, mode: str, ids: tuple[str, ...]) -> Path:
     marker = '<meta charset="utf-8">'
     assert text.count(marker) == 1
     page = paths.index_html.with_name(f"index.test-{mode}.html")
-    page.write_text(text.replace(marker, marker + HARNESS % {"mode": mode, "ids": json.dumps(list(ids))}),
-                    encoding="utf-8")
+    page.write_text(
+        text.replace(marker, marker + HARNESS % {"mode": mode, "ids": json.dumps(list(ids))}), encoding="utf-8"
+    )
     return page
 
 
@@ -163,8 +187,9 @@ def drive(browser: str, tmp_path: Path, paths: ReportPaths, mode: str, ids: tupl
 def screenshot(browser: str, tmp_path: Path, paths: ReportPaths, name: str) -> Path:
     png = tmp_path / "screens" / f"{name}.png"
     png.parent.mkdir(exist_ok=True)
-    result = chromium(browser, tmp_path, f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                      paths.index_html.as_uri())
+    result = chromium(
+        browser, tmp_path, f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}", paths.index_html.as_uri()
+    )
     assert png.is_file(), f"chromium wrote no screenshot (rc {result.returncode}):\n{result.stderr[-3000:]}"
     assert page_console(result, paths.index_html) == []
     try:  # keep it where a person can look at it; reports/ is not committed
@@ -186,6 +211,7 @@ def body_rows(dom: str, table_id: str) -> list[list[str]]:
 
 # -- the requirement ----------------------------------------------------------
 
+
 def test_missing_browser_fails_where_required(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(REQUIRE_ENV, raising=False)
     monkeypatch.delenv("CI", raising=False)
@@ -201,8 +227,15 @@ def test_missing_browser_fails_where_required(monkeypatch: pytest.MonkeyPatch) -
 
 # -- the pages ----------------------------------------------------------------
 
-DIVERGED_IDS = ("outcome-0-headline", "outcome-0-timeline", "outcome-0-step-3", "outcome-0-address",
-                "fuzz-table", "scenario-table", "replay-command")
+DIVERGED_IDS = (
+    "outcome-0-headline",
+    "outcome-0-timeline",
+    "outcome-0-step-3",
+    "outcome-0-address",
+    "fuzz-table",
+    "scenario-table",
+    "replay-command",
+)
 CLEAN_IDS = ("clean", "fuzz-table", "replay-command", "counts", "files")
 
 
@@ -244,7 +277,9 @@ def test_clean_report_renders_and_copies(browser: str, tmp_path: Path, clean: Re
 
 
 @pytest.mark.parametrize("mode", ["reject", "none"])
-def test_copy_without_clipboard_selects_the_command(browser: str, tmp_path: Path, clean: ReportPaths, mode: str) -> None:
+def test_copy_without_clipboard_selects_the_command(
+    browser: str, tmp_path: Path, clean: ReportPaths, mode: str
+) -> None:
     """A denied or absent clipboard API: the command is selected for Ctrl+C, and no error escapes."""
     _, log = drive(browser, tmp_path, clean, mode, CLEAN_IDS)
     assert log["visible"] is True

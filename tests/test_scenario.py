@@ -162,9 +162,7 @@ def test_engine_config_derived_sizes() -> None:
     assert EngineConfig(max_num_seqs=6, capture_sizes=()).max_padded_reqs == 7
 
 
-_json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=5)
-)
+_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=5))
 _json = st.recursive(
     _json_leaf,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),

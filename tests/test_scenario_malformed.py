@@ -109,10 +109,21 @@ def test_5000_digit_integer_in_an_unknown_field() -> None:
     assert _error(lambda: Scenario.from_json(text)).field == "config.colour"
 
 
-@pytest.mark.parametrize("path", [("num_steps",), ("requests", 0, "seed"), ("requests", 0, "temperature"),
-                                  ("requests", 0, "top_p"), ("config", "capture_sizes", 0)])
-@pytest.mark.parametrize("value", [10**5000, -(10**5000), 10**400, 2**64, -(2**63) - 1],
-                         ids=["1e5000", "-1e5000", "1e400", "2^64", "-2^63-1"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("num_steps",),
+        ("requests", 0, "seed"),
+        ("requests", 0, "temperature"),
+        ("requests", 0, "top_p"),
+        ("config", "capture_sizes", 0),
+    ],
+)
+@pytest.mark.parametrize(
+    "value",
+    [10**5000, -(10**5000), 10**400, 2**64, -(2**63) - 1],
+    ids=["1e5000", "-1e5000", "1e400", "2^64", "-2^63-1"],
+)
 def test_huge_python_integers_in_from_dict(path: tuple, value: int) -> None:
     err = _error(lambda: Scenario.from_dict(_with(_valid(), path, value)))
     assert err.field.startswith(path[0])
@@ -244,14 +255,44 @@ def _deep_list(depth: int) -> list:
 
 @pytest.mark.parametrize(
     "value",
-    [b"bytes", bytearray(b"x"), {1, 2}, frozenset({3}), _Hostile(), object(), 1 + 2j, range(3), Ellipsis,
-     _self_containing(), _deep_list(50_000), {"a": _Hostile()}, [_Hostile()], float("nan"), float("inf"),
-     "x" * 100_000, [0] * 100_000, 10**5000, type],
+    [
+        b"bytes",
+        bytearray(b"x"),
+        {1, 2},
+        frozenset({3}),
+        _Hostile(),
+        object(),
+        1 + 2j,
+        range(3),
+        Ellipsis,
+        _self_containing(),
+        _deep_list(50_000),
+        {"a": _Hostile()},
+        [_Hostile()],
+        float("nan"),
+        float("inf"),
+        "x" * 100_000,
+        [0] * 100_000,
+        10**5000,
+        type,
+    ],
     ids=lambda v: type(v).__name__,
 )
-@pytest.mark.parametrize("path", [("num_steps",), ("name",), ("config",), ("config", "graph_scope"),
-                                  ("requests", 0, "prompt"), ("requests", 0, "request_id"), ("requests", 0, "reasoning"),
-                                  ("requests", 0, "temperature"), ("accepts",), ("format",)])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("num_steps",),
+        ("name",),
+        ("config",),
+        ("config", "graph_scope"),
+        ("requests", 0, "prompt"),
+        ("requests", 0, "request_id"),
+        ("requests", 0, "reasoning"),
+        ("requests", 0, "temperature"),
+        ("accepts",),
+        ("format",),
+    ],
+)
 def test_arbitrary_python_values_in_from_dict(value: Any, path: tuple) -> None:
     data = _valid()
     target = data
@@ -293,8 +334,9 @@ def test_subclassed_builtins_never_run_their_overrides() -> None:
     assert _error(lambda: Scenario.from_dict(data)).field == "colour"
 
 
-@pytest.mark.parametrize("value", [None, 3, b"{}", bytearray(b"{"), b"\xff\xfe", ["{}"], _Hostile()],
-                         ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize(
+    "value", [None, 3, b"{}", bytearray(b"{"), b"\xff\xfe", ["{}"], _Hostile()], ids=lambda v: type(v).__name__
+)
 def test_from_json_of_a_non_string(value: Any) -> None:
     _error(lambda: Scenario.from_json(value))
 
@@ -316,11 +358,14 @@ def test_messages_of_long_values_stay_short() -> None:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path, field", [
-    (("name",), "name"),
-    (("requests", 0, "request_id"), "requests[0].request_id"),
-    (("accepts", 0, "request_id"), "accepts[0].request_id"),
-])
+@pytest.mark.parametrize(
+    "path, field",
+    [
+        (("name",), "name"),
+        (("requests", 0, "request_id"), "requests[0].request_id"),
+        (("accepts", 0, "request_id"), "accepts[0].request_id"),
+    ],
+)
 @pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "\udc80\udc80", "ok\ud83d"])
 @pytest.mark.parametrize("ensure_ascii", [True, False])
 def test_lone_surrogates_are_rejected(path: tuple, field: str, text: str, ensure_ascii: bool) -> None:
@@ -337,10 +382,12 @@ def test_a_surrogate_pair_escape_is_a_valid_character() -> None:
     data = _valid()
     text = _text_with(data, ("name",), '"demo \\ud83d\\ude00"')
     scenario = _outcome(lambda: Scenario.from_json(text))
-    assert scenario is not None and scenario.name == "demo \U0001F600"
+    assert scenario is not None and scenario.name == "demo \U0001f600"
 
 
-@pytest.mark.parametrize("rid", ["a\x00b", "r\n1", "\t", "r\x7f", "r\x85", "r\u200b", "r\u2028", "r\ufeff", "r\U000E0001"])
+@pytest.mark.parametrize(
+    "rid", ["a\x00b", "r\n1", "\t", "r\x7f", "r\x85", "r\u200b", "r\u2028", "r\ufeff", "r\U000e0001"]
+)
 def test_control_and_invisible_characters_in_request_ids_are_rejected(rid: str) -> None:
     data = _valid()
     old = data["requests"][0]["request_id"]
@@ -358,7 +405,7 @@ def test_control_characters_in_the_name_are_rejected(name: str) -> None:
     assert _error(lambda: Scenario.from_dict(_with(_valid(), ("name",), name))).field == "name"
 
 
-@pytest.mark.parametrize("rid", ["r-\u00e9t\u00e9", "\u8bf7\u6c42", "r 1", "\U0001F600"])
+@pytest.mark.parametrize("rid", ["r-\u00e9t\u00e9", "\u8bf7\u6c42", "r 1", "\U0001f600"])
 def test_printable_unicode_request_ids_and_names_are_kept(rid: str) -> None:
     data = _valid()
     old = data["requests"][0]["request_id"]
@@ -411,19 +458,94 @@ def _get(value: Any, path: tuple) -> Any:
 
 
 _NASTY_TEXT = [
-    "", " ", "\ud800", "\udfff", "a\ud800b", "\x00", "\n", "\u202e", "\ufeff", "\uffff", "\U0010FFFF",
-    "\u00e9", "\U0001F600", "x" * 201, "x" * 65, "r0", "r1", "greedy", "topp", "step", "forward", "1", "true", "null",
+    "",
+    " ",
+    "\ud800",
+    "\udfff",
+    "a\ud800b",
+    "\x00",
+    "\n",
+    "\u202e",
+    "\ufeff",
+    "\uffff",
+    "\U0010ffff",
+    "\u00e9",
+    "\U0001f600",
+    "x" * 201,
+    "x" * 65,
+    "r0",
+    "r1",
+    "greedy",
+    "topp",
+    "step",
+    "forward",
+    "1",
+    "true",
+    "null",
 ]
 _NUMBERS = [
-    0, -1, 1, 2, 3, 7, 63, 64, 255, 256, 511, 512, 513, 4096, 8192, 10_000, 10_001, 2**31, 2**53 + 1, 2**63 - 2,
-    2**63 - 1, 2**63, 2**64, -(2**63), 10**30, -(10**30), 0.0, -0.0, 0.05, 0.5, 1.0, 1.5, 10.0, 10.5, 1e-300, 1e300,
-    float("nan"), float("inf"), float("-inf"),
+    0,
+    -1,
+    1,
+    2,
+    3,
+    7,
+    63,
+    64,
+    255,
+    256,
+    511,
+    512,
+    513,
+    4096,
+    8192,
+    10_000,
+    10_001,
+    2**31,
+    2**53 + 1,
+    2**63 - 2,
+    2**63 - 1,
+    2**63,
+    2**64,
+    -(2**63),
+    10**30,
+    -(10**30),
+    0.0,
+    -0.0,
+    0.05,
+    0.5,
+    1.0,
+    1.5,
+    10.0,
+    10.5,
+    1e-300,
+    1e300,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
 ]
 # Raw JSON text that json.dumps cannot (or would not) produce.
 _RAW = [
-    BIG, "-" + BIG, "1" + "0" * 4400, "1e400", "-1e400", "1e-400", "NaN", "Infinity", "-Infinity",
-    '"\\ud800"', '"\\udc00x"', '"\\ud83d\\ude00"', '"\\u0000"', "[" * 900 + "]" * 900, "[" * 2000 + "]" * 2000,
-    '{"a":' * 990 + "1" + "}" * 990, "[" * 995 + "1" + "]" * 995, "[]", "{}", '""',
+    BIG,
+    "-" + BIG,
+    "1" + "0" * 4400,
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    '"\\ud800"',
+    '"\\udc00x"',
+    '"\\ud83d\\ude00"',
+    '"\\u0000"',
+    "[" * 900 + "]" * 900,
+    "[" * 2000 + "]" * 2000,
+    '{"a":' * 990 + "1" + "}" * 990,
+    "[" * 995 + "1" + "]" * 995,
+    "[]",
+    "{}",
+    '""',
 ]
 
 _leaf = st.one_of(
@@ -436,7 +558,8 @@ _leaf = st.one_of(
     st.text(st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=8),
 )
 _json_value = st.recursive(
-    _leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    _leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
 
@@ -447,9 +570,11 @@ def _mutation(draw: st.DrawFn, data: Any) -> tuple[Any, str | None]:
     paths = _paths(data)
     path = draw(st.sampled_from(paths))
     old = _get(data, path)
-    kind = draw(st.sampled_from(
-        ["replace", "number", "text", "raw", "wrap", "drop", "extra", "empty", "grow", "stringify", "listify"]
-    ))
+    kind = draw(
+        st.sampled_from(
+            ["replace", "number", "text", "raw", "wrap", "drop", "extra", "empty", "grow", "stringify", "listify"]
+        )
+    )
     raw = None
     if kind == "replace":
         new: Any = draw(_json_value)
@@ -470,7 +595,9 @@ def _mutation(draw: st.DrawFn, data: Any) -> tuple[Any, str | None]:
         del parent[path[-1]]
         return data, None
     elif kind == "extra" and isinstance(old, dict):
-        old[draw(st.text(max_size=10) | st.sampled_from(["config", "request_id", "step", "prompt"]))] = draw(_json_value)
+        old[draw(st.text(max_size=10) | st.sampled_from(["config", "request_id", "step", "prompt"]))] = draw(
+            _json_value
+        )
         return data, None
     elif kind == "empty":
         new = draw(st.sampled_from([[], {}, "", 0]))
@@ -502,16 +629,23 @@ def _text_mutation(text: str, data: st.DataObject) -> str:
     if kind == "truncate":
         return text[:i]
     if kind == "delete":
-        return text[:i] + text[i + 1:]
+        return text[:i] + text[i + 1 :]
     if kind == "insert":
-        return text[:i] + data.draw(st.sampled_from(["\\", '"', ",", "[", "{", "}", "]", "\ud800", "\x00", "9" * 5000, "-"])) + text[i:]
+        return (
+            text[:i]
+            + data.draw(st.sampled_from(["\\", '"', ",", "[", "{", "}", "]", "\ud800", "\x00", "9" * 5000, "-"]))
+            + text[i:]
+        )
     if kind == "duplicate-key":
         return text.replace('"num_steps":', '"num_steps": 1, "num_steps":', 1)
     return text
 
 
-@settings(max_examples=max(settings().max_examples * 10, 100), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=max(settings().max_examples * 10, 100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_mutated_scenarios_load_or_raise_scenario_error(data: st.DataObject) -> None:
     obj = json.loads(json.dumps(data.draw(st.sampled_from(_BASES), label="base")))

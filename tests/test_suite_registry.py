@@ -15,13 +15,12 @@ from typing import Callable, Iterator
 
 import pytest
 
-from graphcheck.cli import exitcodes
-from graphcheck.cli import main
+from graphcheck.cli import exitcodes, main
 from graphcheck.errors import InputError
 from graphcheck.search import suite_registry
 from graphcheck.search.suite_registry import ENTRY_POINT_GROUP, Suite, collect, load_suites
 
-PLUGIN = '''
+PLUGIN = """
 from hypothesis import strategies as st
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.suite_registry import Suite
@@ -32,7 +31,7 @@ def _tiny():
 SUITES = {"tiny": Suite("tiny", "two short demo scenarios", _tiny, (8,))}
 CLASH = [Suite("padding", "a second padding suite", _tiny, (3,))]
 NOT_SUITES = ["padding"]
-'''
+"""
 
 
 @pytest.fixture
@@ -43,8 +42,9 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable
 
     def install(value: str) -> None:
         point = metadata.EntryPoint(name="tiny-plugin", value=value, group=ENTRY_POINT_GROUP)
-        monkeypatch.setattr(suite_registry.metadata, "entry_points",
-                            lambda group: [point] if group == ENTRY_POINT_GROUP else [])
+        monkeypatch.setattr(
+            suite_registry.metadata, "entry_points", lambda group: [point] if group == ENTRY_POINT_GROUP else []
+        )
         load_suites.cache_clear()
 
     yield install
@@ -70,8 +70,22 @@ def test_collect_accepts_a_suite_an_iterable_or_a_mapping_and_rejects_clashes() 
 def test_a_plugin_suite_runs_from_the_command_line(plugin, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plugin("graphcheck_tiny_suites:SUITES")
     assert list(load_suites())[-1] == "tiny"
-    code = main(["run", "--suite", "tiny", "--examples", "2", "--steps", "3", "--database", "none", "--quiet",
-                 "--report-dir", str(tmp_path / "reports")])
+    code = main(
+        [
+            "run",
+            "--suite",
+            "tiny",
+            "--examples",
+            "2",
+            "--steps",
+            "3",
+            "--database",
+            "none",
+            "--quiet",
+            "--report-dir",
+            str(tmp_path / "reports"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == exitcodes.CLEAN, out
     assert "suite tiny" in out
@@ -82,19 +96,42 @@ def test_a_plugin_suite_runs_from_the_command_line(plugin, tmp_path: Path, capsy
 
 def test_a_plugin_suite_finds_a_fault(plugin, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plugin("graphcheck_tiny_suites:SUITES")
-    code = main(["run", "--suite", "tiny", "--examples", "2", "--steps", "3", "--database", "none", "--quiet",
-                 "--inject", "naive-seed-frozen", "--report-dir", str(tmp_path)])
+    code = main(
+        [
+            "run",
+            "--suite",
+            "tiny",
+            "--examples",
+            "2",
+            "--steps",
+            "3",
+            "--database",
+            "none",
+            "--quiet",
+            "--inject",
+            "naive-seed-frozen",
+            "--report-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == exitcodes.DIVERGENCE, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("value, words", [
-    ("graphcheck_tiny_suites:CLASH", "'padding' is defined twice: by graphcheck.suites:SUITES and by entry point tiny-plugin"),
-    ("graphcheck_tiny_suites:NOT_SUITES", "expected a Suite"),
-    ("graphcheck_tiny_suites:MISSING", "entry point tiny-plugin (graphcheck_tiny_suites:MISSING) failed to load"),
-    ("no_such_module_anywhere:SUITES", "failed to load"),
-])
-def test_a_bad_plugin_is_one_usage_error(plugin, value: str, words: str, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (
+            "graphcheck_tiny_suites:CLASH",
+            "'padding' is defined twice: by graphcheck.suites:SUITES and by entry point tiny-plugin",
+        ),
+        ("graphcheck_tiny_suites:NOT_SUITES", "expected a Suite"),
+        ("graphcheck_tiny_suites:MISSING", "entry point tiny-plugin (graphcheck_tiny_suites:MISSING) failed to load"),
+        ("no_such_module_anywhere:SUITES", "failed to load"),
+    ],
+)
+def test_a_bad_plugin_is_one_usage_error(
+    plugin, value: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plugin(value)
     assert main(["run", "--suite", "padding", "--report-dir", str(tmp_path)]) == exitcodes.USAGE
     err = capsys.readouterr().err

@@ -32,6 +32,7 @@ from graphcheck.strategies import scenarios
 from graphcheck.suites import SUITES
 from graphcheck.suites.lifecycle_machine import LifecycleMachine
 from graphcheck.suites.properties import backend_from_env, check, property_test
+
 from _layers import fast_first, slow
 
 
@@ -43,6 +44,7 @@ def backend() -> Any:
 # ---------------------------------------------------------------------------
 # The clean engine passes every suite
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", fast_first(list(SUITES), lambda name: name in ("padding", "lifecycle", "all")))
 def test_suite_is_clean(name: str) -> None:
@@ -88,9 +90,7 @@ REACHABLE: dict[str, Callable[[Scenario], bool]] = {
         r.max_dec_len < s.num_steps - r.arrival_step - 1 and len(s.requests) > 1 for r in s.requests
     ),
     "an abort": lambda s: any(r.abort_step is not None and r.abort_step < s.num_steps for r in s.requests),
-    "reasoning 1 then back": lambda s: any(
-        [c.status for c in r.reasoning][:2] == [1, 0] for r in s.requests
-    ),
+    "reasoning 1 then back": lambda s: any([c.status for c in r.reasoning][:2] == [1, 0] for r in s.requests),
     "all k drafts forced": lambda s: any(a.accepted == s.config.num_speculative_tokens for a in s.accepts),
     "a prompt past the position table": lambda s: any(len(r.prompt) > 32 for r in s.requests),
 }
@@ -98,8 +98,13 @@ REACHABLE: dict[str, Callable[[Scenario], bool]] = {
 
 @pytest.mark.parametrize("what", fast_first(list(REACHABLE), lambda what: what != "a prompt past the position table"))
 def test_general_strategy_reaches(what: str) -> None:
-    config = settings(max_examples=2000, phases=(Phase.generate,), database=None, deadline=None,
-                      suppress_health_check=list(HealthCheck))
+    config = settings(
+        max_examples=2000,
+        phases=(Phase.generate,),
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     found = find(scenarios(), REACHABLE[what], settings=config, random=random.Random(0))
     assert validate(found) == found
 
@@ -107,6 +112,7 @@ def test_general_strategy_reaches(what: str) -> None:
 # ---------------------------------------------------------------------------
 # Injected bugs: subclasses of the real engine, one per suite family
 # ---------------------------------------------------------------------------
+
 
 class RebindsOffsets(Engine):
     """Class 1: every step assigns a fresh cu_seqlens_q instead of copying into it."""
@@ -249,7 +255,10 @@ def find_failure(name: str, engine: type, backend: Any, *, budget: int = RUN_BUD
         return seen[key]
 
     config = settings(
-        max_examples=budget, deadline=None, database=None, phases=(Phase.generate, Phase.shrink),
+        max_examples=budget,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),
     )
     shrunk = find(SUITES[name].strategy(), fails, settings=config, random=random.Random(0))
@@ -291,8 +300,14 @@ class _SlotReuseMachine(LifecycleMachine):
 def test_lifecycle_machine_catches_and_replays_a_bug(backend: Any) -> None:
     """The machine fails on the bug, and its scenario replays the failure (no shrinking here:
     every shrink attempt reruns the whole machine, which is slow on a CI box)."""
-    config = settings(max_examples=50, stateful_step_count=12, deadline=None, database=None,
-                      phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+    config = settings(
+        max_examples=50,
+        stateful_step_count=12,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
     with pytest.raises(AssertionError) as failure:
         run_state_machine_as_test(_SlotReuseMachine, settings=config)
     machine = _SlotReuseMachine.last  # the failing run

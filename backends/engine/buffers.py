@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from graphcheck.scenario import MAX_EOS_IDS, EngineConfig
-
 from graphcheck.backends.engine.blocks import blocks_per_seq, num_blocks_for
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig
 
 PAD_TOKEN = 0  # token id of padded packed-token rows (any id < vocab works)
 
@@ -38,7 +37,7 @@ class BufferSizes:
     hidden: int
 
     @classmethod
-    def for_config(cls, config: EngineConfig, *, slots_by_max_num_seqs: bool = False) -> "BufferSizes":
+    def for_config(cls, config: EngineConfig, *, slots_by_max_num_seqs: bool = False) -> BufferSizes:
         """Sizes for ``config``; ``slots_by_max_num_seqs`` is the slots-sized-by-max-num-seqs
         fault (``max_num_seqs + 1`` slots, too few once a capture size reaches max_num_seqs + 1)."""
         slots = config.max_num_seqs + 1 if slots_by_max_num_seqs else config.max_padded_reqs
@@ -111,9 +110,20 @@ class EngineBuffers:
 
 #: Packed per-step scratch: only the real rows are meaningful.
 SCRATCH_FIELDS = (
-    "ids", "positions", "batch_ids", "slot_mapping", "cu_seqlens_q", "cu_seqlens_out",
-    "batch_ids_out", "out_token_index", "d_ids", "d_positions", "d_batch_ids",
-    "d_slot_mapping", "d_prev_hidden", "d_cu_seqlens",
+    "ids",
+    "positions",
+    "batch_ids",
+    "slot_mapping",
+    "cu_seqlens_q",
+    "cu_seqlens_out",
+    "batch_ids_out",
+    "out_token_index",
+    "d_ids",
+    "d_positions",
+    "d_batch_ids",
+    "d_slot_mapping",
+    "d_prev_hidden",
+    "d_cu_seqlens",
 )
 #: KV caches: every block but the sink (block 0) is request state.
 CACHE_FIELDS = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
@@ -125,12 +135,30 @@ STATE_FIELDS = tuple(
 
 #: The value every per-slot state field holds while its slot is free.
 SLOT_IDLE: dict[str, int | float | bool] = {
-    "seq_lens_this_time": 0, "seq_lens_encoder": 0, "seq_lens_decoder": 0, "step_idx": 0,
-    "stop_flags": True, "max_dec_len": 0, "prompt_lens": 0, "infer_seed": 0, "top_p": 1.0,
-    "top_k": 0, "temperature": 1.0, "eos_ids": -1, "reasoning_status": 0, "accept_override": -1,
-    "draft_tokens": -1, "accept_tokens": -1, "accept_num": 0, "token_ids_all": -1,
-    "block_tables": 0, "draft_seq_lens_this_time": 0, "draft_seq_lens_encoder": 0,
-    "draft_seq_lens_decoder": 0, "draft_input_tokens": -1, "draft_last_hidden": 0,
+    "seq_lens_this_time": 0,
+    "seq_lens_encoder": 0,
+    "seq_lens_decoder": 0,
+    "step_idx": 0,
+    "stop_flags": True,
+    "max_dec_len": 0,
+    "prompt_lens": 0,
+    "infer_seed": 0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "temperature": 1.0,
+    "eos_ids": -1,
+    "reasoning_status": 0,
+    "accept_override": -1,
+    "draft_tokens": -1,
+    "accept_tokens": -1,
+    "accept_num": 0,
+    "token_ids_all": -1,
+    "block_tables": 0,
+    "draft_seq_lens_this_time": 0,
+    "draft_seq_lens_encoder": 0,
+    "draft_seq_lens_decoder": 0,
+    "draft_input_tokens": -1,
+    "draft_last_hidden": 0,
 }
 assert set(SLOT_IDLE) == set(STATE_FIELDS)
 
@@ -142,14 +170,16 @@ def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None)
     i64, f64 = xp.int64, xp.float64
     cache_rows = s.num_blocks * s.block_size
     slot_shapes = {
-        "eos_ids": (B, MAX_EOS_IDS), "draft_tokens": (B, K1), "accept_tokens": (B, K1),
-        "token_ids_all": (B, s.max_model_len), "block_tables": (B, s.blocks_per_seq),
+        "eos_ids": (B, MAX_EOS_IDS),
+        "draft_tokens": (B, K1),
+        "accept_tokens": (B, K1),
+        "token_ids_all": (B, s.max_model_len),
+        "block_tables": (B, s.blocks_per_seq),
         "draft_last_hidden": (B, H),
     }
     dtypes = {"stop_flags": xp.bool, "top_p": f64, "temperature": f64}
     state = {
-        name: xp.full(slot_shapes.get(name, (B,)), value, dtypes.get(name, i64))
-        for name, value in SLOT_IDLE.items()
+        name: xp.full(slot_shapes.get(name, (B,)), value, dtypes.get(name, i64)) for name, value in SLOT_IDLE.items()
     }
     return EngineBuffers(
         **state,

@@ -49,8 +49,6 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
-
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from graphcheck.backends.engine.faults import (
     CAPTURED_TEMPORARY_FREED,
@@ -110,6 +108,7 @@ from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import EngineWeights
 from graphcheck.backends.graphs.base import iter_tensors
 from graphcheck.backends.xp import make_ops
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,15 @@ class Engine:
             real_tokens = self._run_graphs(bucket, R, real_tokens)
             padded = bucket * self.k1
         self.last_step_info = StepInfo(
-            t, bucket, bucket is not None, R, len(running), real_tokens, padded, cfg.graph_scope, has_prefill,
+            t,
+            bucket,
+            bucket is not None,
+            R,
+            len(running),
+            real_tokens,
+            padded,
+            cfg.graph_scope,
+            has_prefill,
             tuple((r.request_id, r.slot) for r in running),
         )
         return self._finish_step(t, running, R)
@@ -388,9 +395,17 @@ class Engine:
         # seed-advance-outside-graph: the advance left the op (_run_eager does it, eager steps only).
         frozen = cfg.naive_mode and self._fault(NAIVE_SEED_FROZEN)
         advance = not frozen and not self._fault(SEED_ADVANCE_OUTSIDE_GRAPH)
-        params = RowParams(*build_sampling_params(
-            xp, buf, num_slots, num_rows, cfg.seed_increment, advance, seed_by_row=self._fault(SEED_INDEXED_BY_TOKEN),
-        ))
+        params = RowParams(
+            *build_sampling_params(
+                xp,
+                buf,
+                num_slots,
+                num_rows,
+                cfg.seed_increment,
+                advance,
+                seed_by_row=self._fault(SEED_INDEXED_BY_TOKEN),
+            )
+        )
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, logits, params, cfg.max_candidate_len)
         else:
@@ -398,7 +413,14 @@ class Engine:
             tokens, cand_ids, cand_len = sample_tokens(xp, logits, params, greedy), None, None
         reasoning_rule = not (graph_step and self._fault(REASONING_RULE_SKIPPED_IN_GRAPH))
         verify_drafts(
-            xp, buf, tokens, cand_ids, cand_len, num_slots, cand_ids is not None, cfg.accept_policy,
+            xp,
+            buf,
+            tokens,
+            cand_ids,
+            cand_len,
+            num_slots,
+            cand_ids is not None,
+            cfg.accept_policy,
             reasoning_rule=reasoning_rule,
         )
 
@@ -452,7 +474,11 @@ class Engine:
         scopes forward / forward_sampling (refreshing the graph's inputs in place)."""
         buf = self.buffers
         fresh = pack_target_inputs(
-            self.xp, buf, num_slots, num_tokens, self.config.block_size,
+            self.xp,
+            buf,
+            num_slots,
+            num_tokens,
+            self.config.block_size,
             fresh_output_offsets=self._fault(REBIND_OUTPUT_OFFSETS),
             stale_padding=self._fault(STALE_PADDING_ROWS),
         )

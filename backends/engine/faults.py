@@ -141,8 +141,7 @@ _CATALOG = (
         7,
         "BufferSizes gives every per-slot buffer max_num_seqs + 1 slots instead of "
         "max(max_num_seqs, largest capture size) + 1, so a bucket larger than max_num_seqs indexes past them",
-        "vllm-ascend #16168: max_num_seqs 6, three MTP requests padded to 16: shape errors and out-of-bounds "
-        "writes",
+        "vllm-ascend #16168: max_num_seqs 6, three MTP requests padded to 16: shape errors and out-of-bounds writes",
         "shape (buffer capacity (slots)) at step 0 when the largest capture size >= max_num_seqs + 1; where "
         "the capture itself fails on the short buffers, capture (engine construction) at step 0",
     ),

@@ -58,8 +58,9 @@ def _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_
     return xp.reshape(attn, (T, H))
 
 
-def _layer(xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, slot, position, valid, block_size,
-           span_blocks=None):
+def _layer(
+    xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, slot, position, valid, block_size, span_blocks=None
+):
     q = wrap(xp, xp.int_matmul(x, wq))
     key = wrap(xp, xp.int_matmul(x, wk))
     val = wrap(xp, xp.int_matmul(x, wv))
@@ -91,8 +92,19 @@ def target_forward(
     npos = int(w.pos.shape[0])
     x = wrap(xp, xp.index_select(w.embed, ids, 0) + xp.index_select(w.pos, xp.mod(position, npos), 0))
     hidden = _layer(
-        xp, x, w.wq_f64, w.wk_f64, w.wv_f64, buf.k_cache, buf.v_cache,
-        buf.block_tables if tables is None else tables, buf.slot_mapping[:T], slot, position, valid, block_size,
+        xp,
+        x,
+        w.wq_f64,
+        w.wk_f64,
+        w.wv_f64,
+        buf.k_cache,
+        buf.v_cache,
+        buf.block_tables if tables is None else tables,
+        buf.slot_mapping[:T],
+        slot,
+        position,
+        valid,
+        block_size,
         span_blocks,
     )
     out_hidden = xp.index_select(hidden, buf.out_token_index[:num_rows], 0)
@@ -120,8 +132,19 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
         xp.index_select(w.draft_embed, ids, 0) + carried + xp.index_select(w.pos, xp.mod(position, npos), 0),
     )
     hd = _layer(
-        xp, x, w.draft_wq_f64, w.draft_wk_f64, w.draft_wv_f64, buf.draft_k_cache, buf.draft_v_cache,
-        buf.block_tables, buf.d_slot_mapping[:T], slot, position, valid, block_size,
+        xp,
+        x,
+        w.draft_wq_f64,
+        w.draft_wk_f64,
+        w.draft_wv_f64,
+        buf.draft_k_cache,
+        buf.draft_v_cache,
+        buf.block_tables,
+        buf.d_slot_mapping[:T],
+        slot,
+        position,
+        valid,
+        block_size,
     )
     cu = buf.d_cu_seqlens[: G + 1]
     active = xp.gt(cu[1:], cu[:G])

@@ -42,8 +42,14 @@ def slot_mapping(xp, block_tables, slot, position, valid, block_size):
 
 @kernel
 def pack_target_inputs(
-    xp, buf, num_slots: int, num_tokens: int, block_size: int,
-    *, fresh_output_offsets: bool = False, stale_padding: bool = False,
+    xp,
+    buf,
+    num_slots: int,
+    num_tokens: int,
+    block_size: int,
+    *,
+    fresh_output_offsets: bool = False,
+    stale_padding: bool = False,
 ):
     """Pack the target's input tokens of slots [0, G) into the first T token rows.
 
@@ -108,8 +114,16 @@ def pack_target_inputs(
 
 @kernel
 def pack_draft_inputs(
-    xp, buf, target_hidden, num_slots: int, num_tokens: int, block_size: int, first_substep: bool,
-    *, padding_writes_kv: bool = False, offsets_cut_short: bool = False,
+    xp,
+    buf,
+    target_hidden,
+    num_slots: int,
+    num_tokens: int,
+    block_size: int,
+    first_substep: bool,
+    *,
+    padding_writes_kv: bool = False,
+    offsets_cut_short: bool = False,
 ) -> None:
     """Pack the draft model's inputs of one substep (README §5.5).
 

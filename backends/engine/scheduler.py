@@ -15,9 +15,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from graphcheck.scenario import EngineConfig, RequestSpec
-
 from graphcheck.backends.engine.blocks import BlockAllocator, blocks_per_seq, num_blocks_for
+from graphcheck.scenario import EngineConfig, RequestSpec
 
 
 def reasoning_status_at(spec: RequestSpec, t: int) -> int:

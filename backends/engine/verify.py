@@ -46,8 +46,16 @@ def _rows_of(xp, values, index):
 
 @kernel
 def verify_drafts(
-    xp, buf, tokens, cand_ids, cand_len, num_slots: int, use_candidates: bool, accept_policy: str,
-    *, reasoning_rule: bool = True,
+    xp,
+    buf,
+    tokens,
+    cand_ids,
+    cand_len,
+    num_slots: int,
+    use_candidates: bool,
+    accept_policy: str,
+    *,
+    reasoning_rule: bool = True,
 ) -> None:
     """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
 
@@ -91,8 +99,6 @@ def verify_drafts(
     bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
     a2 = xp.unsqueeze(accepted, 1)
     emitted = xp.where(xp.lt(cols, a2), drafts, xp.where(xp.eq(cols, a2), bonus, -1))
-    out, count, _ = eos_scan(
-        xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G]
-    )
+    out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G])
     xp.masked_assign_(buf.accept_tokens, slice(0, G), running, out)
     xp.masked_assign_(buf.accept_num, slice(0, G), running, count)

@@ -8,8 +8,17 @@ from typing import Any
 import numpy as np
 
 WEIGHT_NAMES = (
-    "embed", "pos", "wq", "wk", "wv", "lm_head",
-    "draft_embed", "draft_hidden", "draft_wq", "draft_wk", "draft_wv",
+    "embed",
+    "pos",
+    "wq",
+    "wk",
+    "wv",
+    "lm_head",
+    "draft_embed",
+    "draft_hidden",
+    "draft_wq",
+    "draft_wk",
+    "draft_wv",
 )
 # Matrices used in matmuls also get an exact float64 copy (integer matmul is float64 + round).
 _MATMUL_NAMES = ("wq", "wk", "wv", "lm_head", "draft_hidden", "draft_wq", "draft_wk", "draft_wv")
@@ -38,7 +47,7 @@ class EngineWeights:
     draft_wv_f64: Any = None
 
     @classmethod
-    def from_arrays(cls, xp, source: Any) -> "EngineWeights":
+    def from_arrays(cls, xp, source: Any) -> EngineWeights:
         """Build from any object with the numpy arrays named in WEIGHT_NAMES (or an EngineWeights)."""
         values: dict[str, Any] = {}
         for name in WEIGHT_NAMES:

@@ -145,9 +145,7 @@ class StaticInputTable:
             name = self._names.get(id(root))
         self._seen[id(root)] = len(self.inputs)
         self.roots.append(root)
-        self.inputs.append(
-            StaticInput(name, id(root), ops.data_ptr(root), ops.shape(root), ops.dtype_name(root))
-        )
+        self.inputs.append(StaticInput(name, id(root), ops.data_ptr(root), ops.shape(root), ops.dtype_name(root)))
 
 
 class Graph(ABC):

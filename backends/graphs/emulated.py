@@ -44,8 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
 from . import kernels
-from .capture_state import CaptureState
-from .warmup import region_label
 from .base import (
     CaptureError,
     Graph,
@@ -56,6 +54,8 @@ from .base import (
     TensorOps,
     iter_tensors,
 )
+from .capture_state import CaptureState
+from .warmup import region_label
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, range)
 
@@ -100,7 +100,7 @@ class FrameworkOps(TensorOps, Protocol):
     def bookkeeping(self) -> ContextManager[None]:
         """Run the runner's own tensor work past the capture checks and the poison guard."""
 
-    def capture_hooks(self, state: "CaptureState") -> ContextManager[None]:
+    def capture_hooks(self, state: CaptureState) -> ContextManager[None]:
         """While capturing: refuse host syncs, note allocations in ``state.region`` and,
         with ``state.check_escapes``, refuse work outside kernels or on non-arguments."""
 
@@ -140,7 +140,7 @@ class _Call:
 class _Recorder:
     """KernelObserver for an emulated capture: snapshot, run, record."""
 
-    def __init__(self, ops: "FrameworkOps", state: CaptureState, table: StaticInputTable) -> None:
+    def __init__(self, ops: FrameworkOps, state: CaptureState, table: StaticInputTable) -> None:
         self.ops, self.state, self.table = ops, state, table
         self.calls: list[_Call] = []
         self.snapshots: dict[int, Any] = {}  # storage key -> snapshot
@@ -178,9 +178,19 @@ class _Recorder:
 class EmulatedGraph(Graph):
     """A recorded list of kernel calls; see the module docstring."""
 
-    def __init__(self, *, label: str, ops: "FrameworkOps", calls: list[_Call], outputs: Any,
-                 table: StaticInputTable, region: Region, aliases: list[tuple[int, Any]],
-                 owned: list[Any], poison_token: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        label: str,
+        ops: FrameworkOps,
+        calls: list[_Call],
+        outputs: Any,
+        table: StaticInputTable,
+        region: Region,
+        aliases: list[tuple[int, Any]],
+        owned: list[Any],
+        poison_token: int | None,
+    ) -> None:
         self.label = label
         self._ops = ops
         self._calls = calls
@@ -189,8 +199,7 @@ class EmulatedGraph(Graph):
         # A root made inside the region (a view without a base) has no engine
         # object to watch: hold it, so it counts as alive.
         self._root_refs = tuple(
-            (lambda r=root: r) if id(root) in region.objects else weakref.ref(root)
-            for root in table.roots
+            (lambda r=root: r) if id(root) in region.objects else weakref.ref(root) for root in table.roots
         )
         self._aliases = aliases  # (static-input index, alias tensor)
         self._owned = owned  # one tensor per storage the region allocated
@@ -211,9 +220,7 @@ class EmulatedGraph(Graph):
         old = list(iter_tensors(call.result, ops.is_tensor))
         new = list(iter_tensors(fresh, ops.is_tensor))
         if len(old) != len(new):
-            raise CaptureError(
-                f"kernel {call.name} returned {len(new)} tensors on replay but {len(old)} at capture"
-            )
+            raise CaptureError(f"kernel {call.name} returned {len(new)} tensors on replay but {len(old)} at capture")
         for o, n in zip(old, new):
             if n is o or (ops.storage_key(n) == ops.storage_key(o) and ops.data_ptr(n) == ops.data_ptr(o)):
                 continue
@@ -232,7 +239,9 @@ class EmulatedGraph(Graph):
         """
         call = self._calls[index]
         if fn is not call.fn:
-            raise CaptureError(f"task update re-issued {getattr(fn, '__qualname__', fn)} over {call.name} ({self.label})")
+            raise CaptureError(
+                f"task update re-issued {getattr(fn, '__qualname__', fn)} over {call.name} ({self.label})"
+            )
         where = f"task update of {call.name} ({self.label})"
         call.args = _merge(call.args, args, self._ops, where)
         call.kwargs = _merge(call.kwargs, kwargs, self._ops, where)
@@ -289,7 +298,7 @@ class EmulatedCapture:
     the region touched. :meth:`finish` turns the recording into a graph.
     """
 
-    def __init__(self, runner: "EmulatedRunner", label: str, names: Mapping[int, str] | None = None) -> None:
+    def __init__(self, runner: EmulatedRunner, label: str, names: Mapping[int, str] | None = None) -> None:
         self.runner, self.label = runner, label
         self.state = CaptureState(label, check_escapes=True)
         self.table = StaticInputTable(runner.ops, self.state.region, names)
@@ -311,10 +320,9 @@ class EmulatedCapture:
                 for snap in self.recorder.snapshots.values():
                     ops.restore(snap)
 
-    def finish(self, outputs: Any) -> "EmulatedGraph":
+    def finish(self, outputs: Any) -> EmulatedGraph:
         """The graph of what was recorded; call after :meth:`recording` ended without error."""
         return self.runner._finish(self.label, self.recorder, outputs)
-
 
 
 class EmulatedRunner(GraphRunner):
@@ -322,7 +330,7 @@ class EmulatedRunner(GraphRunner):
 
     name = "emulated"
 
-    def __init__(self, ops: "FrameworkOps | None" = None) -> None:
+    def __init__(self, ops: FrameworkOps | None = None) -> None:
         if ops is None:
             from .torch_ops import TorchOps
 
@@ -374,8 +382,14 @@ class EmulatedRunner(GraphRunner):
         if token is not None:
             self._tokens.add(token)
         graph = EmulatedGraph(
-            label=label, ops=ops, calls=calls, outputs=outputs, table=table, region=region,
-            aliases=[a for a in aliases.values() if a[0] >= 0], owned=list(owned.values()),
+            label=label,
+            ops=ops,
+            calls=calls,
+            outputs=outputs,
+            table=table,
+            region=region,
+            aliases=[a for a in aliases.values() if a[0] >= 0],
+            owned=list(owned.values()),
             poison_token=token,
         )
         self._graphs.add(graph)

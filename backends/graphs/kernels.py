@@ -89,8 +89,9 @@ def _host_slots(args: tuple, kwargs: dict) -> tuple[HostSlot, ...]:
     return tuple(slots)
 
 
-def with_host_values(args: tuple, kwargs: dict, slots: tuple[HostSlot, ...],
-                     values: dict[str, Any] | None = None) -> tuple[tuple, dict]:
+def with_host_values(
+    args: tuple, kwargs: dict, slots: tuple[HostSlot, ...], values: dict[str, Any] | None = None
+) -> tuple[tuple, dict]:
     """``args``/``kwargs`` with each host slot set to ``values[name]`` (default: ``read()`` now)."""
     new_args, new_kwargs = list(args), dict(kwargs)
     for where, param in slots:

@@ -174,8 +174,9 @@ class _TaskRecorder(ArgRecorder):
         self.dev, self.stream = dev, stream
         self.tasks: list[HostTask] = []
 
-    def run_host_param_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                              slots: tuple[kernels.HostSlot, ...]) -> Any:
+    def run_host_param_kernel(
+        self, fn: Callable[..., Any], args: tuple, kwargs: dict, slots: tuple[kernels.HostSlot, ...]
+    ) -> Any:
         dev, stream, region = self.dev, self.stream, self.state.region
         name = getattr(fn, "__qualname__", repr(fn))
         event = dev.ExternalEvent()
@@ -213,8 +214,17 @@ class NpuGraph(Graph):
     captured and its storage exists.
     """
 
-    def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: TorchOps, label: str,
-                 tasks: list[HostTask], dev: Any, update_stream: Any) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        outputs: Any,
+        table: StaticInputTable,
+        ops: TorchOps,
+        label: str,
+        tasks: list[HostTask],
+        dev: Any,
+        update_stream: Any,
+    ) -> None:
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self.label = label

@@ -51,10 +51,10 @@ from .npu import NpuBinding
 class EmulatedStream:
     """A stream token: ``wait_stream`` is logged, work is synchronous."""
 
-    module: "EmulatedNpu"
+    module: EmulatedNpu
     name: str
 
-    def wait_stream(self, other: "EmulatedStream") -> None:
+    def wait_stream(self, other: EmulatedStream) -> None:
         self.module._log("wait_stream", f"{self.name} waits for {other.name}")
 
     def synchronize(self) -> None:
@@ -65,7 +65,7 @@ class EmulatedStream:
 class EmulatedEvent:
     """``torch.npu.ExternalEvent``: a wait or reset issued during a capture goes into the graph."""
 
-    module: "EmulatedNpu"
+    module: EmulatedNpu
     name: str
     recorded: bool = False
 
@@ -94,7 +94,7 @@ class EmulatedEvent:
 class TaskGroup:
     """A task-group handle: the kernel calls ``start`` to ``stop`` of one graph's recording."""
 
-    graph: "EmulatedNpuGraph"
+    graph: EmulatedNpuGraph
     start: int
     stop: int
 
@@ -123,7 +123,7 @@ class _UpdateRecorder:
 class EmulatedNpuGraph:
     """``torch.npu.NPUGraph`` over an emulated capture."""
 
-    def __init__(self, module: "EmulatedNpu", label: str) -> None:
+    def __init__(self, module: EmulatedNpu, label: str) -> None:
         self.module, self.label = module, label
         self.graph: EmulatedGraph | None = None  # set by capture_end
         self._capture: EmulatedCapture | None = None
@@ -263,8 +263,13 @@ class EmulatedNpu:
         return self._capturing is not None and self._capturing._stream is self._current
 
     @contextmanager
-    def graph(self, npu_graph: EmulatedNpuGraph, pool: int | None = None, stream: EmulatedStream | None = None,
-              capture_error_mode: str = "global") -> Iterator[None]:
+    def graph(
+        self,
+        npu_graph: EmulatedNpuGraph,
+        pool: int | None = None,
+        stream: EmulatedStream | None = None,
+        capture_error_mode: str = "global",
+    ) -> Iterator[None]:
         """``torch.npu.graph``: synchronise, switch to ``stream`` (or a side stream), capture."""
         self.synchronize()
         if stream is None:

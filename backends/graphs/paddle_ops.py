@@ -59,7 +59,16 @@ _TOKENS = itertools.count(1)
 
 # Tensor methods that read device data on the host (patched while a capture runs).
 _HOST_READ_METHODS = (
-    "numpy", "item", "tolist", "cpu", "__bool__", "__nonzero__", "__int__", "__float__", "__index__", "__array__",
+    "numpy",
+    "item",
+    "tolist",
+    "cpu",
+    "__bool__",
+    "__nonzero__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__array__",
 )
 
 
@@ -89,8 +98,7 @@ def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., A
         state = _tls.capture
         if state is not None and not _tls.bookkeeping:
             raise HostSyncInCapture(
-                f"tensor.{name}() reads device data on the host; not allowed inside graph capture "
-                f"({state.label})"
+                f"tensor.{name}() reads device data on the host; not allowed inside graph capture ({state.label})"
             )
         return original(self, *args, **kwargs)
 

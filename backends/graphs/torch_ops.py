@@ -19,7 +19,6 @@ from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
 from .capture_state import CaptureState
 
 
-
 class _Tls(threading.local):
     def __init__(self) -> None:
         self.bookkeeping = 0  # >0: the runner's own tensor work runs unchecked
@@ -37,16 +36,30 @@ _TOKENS = itertools.count(1)
 
 # Ops that need device data on the host: a value (item, bool, equal) or an
 # output size that depends on the data (nonzero, masked_select, unique).
-_SYNC_OPS = frozenset({
-    "aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::nonzero",
-    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-    "aten::unique_consecutive", "aten::unique_dim_consecutive",
-})
+_SYNC_OPS = frozenset(
+    {
+        "aten::_local_scalar_dense",
+        "aten::equal",
+        "aten::is_nonzero",
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::_unique",
+        "aten::_unique2",
+        "aten::unique_dim",
+        "aten::unique_consecutive",
+        "aten::unique_dim_consecutive",
+    }
+)
 # Allocation-only ops: fine outside a kernel (a real capture serves them from its pool).
-_ALLOC_OPS = frozenset({
-    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
-    "aten::new_empty_strided",
-})
+_ALLOC_OPS = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+    }
+)
 _HOST_READ_METHODS = ("tolist", "numpy", "cpu")
 
 
@@ -72,9 +85,7 @@ def _host_sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
     name = func._schema.name  # "aten::index", without the overload
     if name in _SYNC_OPS:
         return f"op {func} reads device data on the host (.item(), bool(t), int(t), torch.equal, nonzero, ...)"
-    if name == "aten::index" and any(
-        t is not None and t.dtype in (torch.bool, torch.uint8) for t in args[1]
-    ):
+    if name == "aten::index" and any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in args[1]):
         return f"op {func} with a boolean mask has a data-dependent output size"
     if name == "aten::repeat_interleave" and func._overloadname != "self_int" and kwargs.get("output_size") is None:
         return f"op {func} without output_size has a data-dependent output size"
@@ -182,8 +193,7 @@ def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., A
         state = next((s for s in reversed(_tls.captures) if s.check_escapes), None)
         if state is not None and not _tls.bookkeeping:
             raise HostSyncInCapture(
-                f"tensor.{name}() reads device data on the host; not allowed inside graph capture "
-                f"({state.label})"
+                f"tensor.{name}() reads device data on the host; not allowed inside graph capture ({state.label})"
             )
         return original(self, *args, **kwargs)
 

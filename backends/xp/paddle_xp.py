@@ -168,8 +168,9 @@ class PaddleArrayOps(ArrayOps):
     def where(self, cond, x, y):
         x_t, y_t = isinstance(x, paddle.Tensor), isinstance(y, paddle.Tensor)
         if not x_t and not y_t:  # two scalars: the higher kind of the two
-            x = paddle.full([], x, dtype=max(self._scalar_dtype(x), self._scalar_dtype(y), key=self._kind),
-                            device=self.place)
+            x = paddle.full(
+                [], x, dtype=max(self._scalar_dtype(x), self._scalar_dtype(y), key=self._kind), device=self.place
+            )
             x_t = True
         if not x_t:
             y, x = self._scalar_pair(y, x)

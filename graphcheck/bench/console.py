@@ -38,8 +38,14 @@ def _lockstep_cells(name: str, batch: str, t: LockstepTimings, target: float) ->
     overhead, rate = checking_overhead(t), steps_per_second(t)
     colour = "green" if overhead is not None and overhead <= target else "red"
     return [
-        name, batch, str(t.steps), "" if rate is None else f"{rate:.1f}",
-        _per_step(t.reference, t), _per_step(t.eager, t), _per_step(t.graph, t), _per_step(t.record + t.diff, t),
+        name,
+        batch,
+        str(t.steps),
+        "" if rate is None else f"{rate:.1f}",
+        _per_step(t.reference, t),
+        _per_step(t.eager, t),
+        _per_step(t.graph, t),
+        _per_step(t.record + t.diff, t),
         "n/a" if overhead is None else f"[{colour}]{overhead:.2f}[/]",
     ]
 
@@ -47,9 +53,21 @@ def _lockstep_cells(name: str, batch: str, t: LockstepTimings, target: float) ->
 def lockstep_table(summary: BenchSummary) -> Table:
     """Per scenario and for the whole set: steps/s, ms per step by phase, checking overhead."""
     target = summary.overhead_target
-    table = Table(title=f"lockstep runner ({summary.backend}, {summary.runner} runner); checking overhead target <= {target:.1f}",
-                  title_justify="left")
-    for column in ("scenario", "batch", "steps", "steps/s", "reference ms", "eager ms", "graph ms", "record+diff ms", "overhead"):
+    table = Table(
+        title=f"lockstep runner ({summary.backend}, {summary.runner} runner); checking overhead target <= {target:.1f}",
+        title_justify="left",
+    )
+    for column in (
+        "scenario",
+        "batch",
+        "steps",
+        "steps/s",
+        "reference ms",
+        "eager ms",
+        "graph ms",
+        "record+diff ms",
+        "overhead",
+    ):
         table.add_column(column, justify="left" if column == "scenario" else "right")
     for row in summary.lockstep:
         table.add_row(*_lockstep_cells(row.scenario, str(row.batch), row.timings, target))

@@ -98,13 +98,22 @@ class BenchSummary:
         """JSON-ready: rows, per-scenario and whole-set figures, the verdict."""
         total, problems = self.total, self.problems
         return {
-            "backend": self.backend, "device": self.device, "runner": self.runner,
-            "overhead_target": self.overhead_target, "overhead": checking_overhead(total),
+            "backend": self.backend,
+            "device": self.device,
+            "runner": self.runner,
+            "overhead_target": self.overhead_target,
+            "overhead": checking_overhead(total),
             "steps_per_s": steps_per_second(total),  # None without rows: no wall time
-            "passed": not problems, "problems": problems, "pytest_rc": self.pytest_rc,
+            "passed": not problems,
+            "problems": problems,
+            "pytest_rc": self.pytest_rc,
             "decode_step": [
-                {"running": r.running, "bucket": r.bucket, "median_ms": {m: s * 1e3 for m, s in r.median_s.items()},
-                 "speedup": {m: r.speedup(m) for m in r.median_s if m != "eager"}}
+                {
+                    "running": r.running,
+                    "bucket": r.bucket,
+                    "median_ms": {m: s * 1e3 for m, s in r.median_s.items()},
+                    "speedup": {m: r.speedup(m) for m in r.median_s if m != "eager"},
+                }
                 for r in self.decode
             ],
             "lockstep": [{"scenario": r.scenario, "batch": r.batch, **r.timings.as_dict()} for r in self.lockstep],
@@ -117,7 +126,9 @@ def _timings_of(extra: Mapping[str, Any]) -> LockstepTimings:
     return LockstepTimings(**{k: v for k, v in extra.items() if k in known})
 
 
-def summarise(data: Mapping[str, Any], *, backend: str, device: str, overhead_target: float, pytest_rc: int = 0) -> BenchSummary:
+def summarise(
+    data: Mapping[str, Any], *, backend: str, device: str, overhead_target: float, pytest_rc: int = 0
+) -> BenchSummary:
     """A BenchSummary from pytest-benchmark JSON (``--benchmark-json``) of benchmarks/."""
     decode: dict[int, dict[str, Any]] = {}
     summary = BenchSummary(backend, device, "none", overhead_target, pytest_rc=pytest_rc)
@@ -158,8 +169,17 @@ class BenchRun:
 def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
     command = [
         # never under xdist: pytest-benchmark switches itself off there
-        sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-        f"--benchmark-json={run.out_dir / 'bench.json'}", "--benchmark-columns=median,iqr,rounds",
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, files),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        f"--benchmark-json={run.out_dir / 'bench.json'}",
+        "--benchmark-columns=median,iqr,rounds",
         "--benchmark-sort=name",
     ]
     return command + (["-k", run.select] if run.select else [])
@@ -170,7 +190,8 @@ def pytest_env(run: BenchRun) -> dict[str, str]:
     # A parent pytest-xdist worker's variables would make the child believe it is a worker too.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update(
-        GRAPHCHECK_BENCH_BACKEND=run.backend, GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
+        GRAPHCHECK_BENCH_BACKEND=run.backend,
+        GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
         GRAPHCHECK_BENCH_QUICK="1" if run.quick else "0",
         PYTHONPATH=root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
     )
@@ -184,8 +205,13 @@ def run_benchmarks(run: BenchRun) -> tuple[int, dict[str, Any]]:
     path = run.out_dir / "bench.json"
     path.unlink(missing_ok=True)  # an earlier run's figures must not pass for this one's
     with open(run.out_dir / "pytest.log", "w", encoding="utf-8") as log:
-        rc = subprocess.call(pytest_command(run, files), cwd=benchmarks_dir().parent, env=pytest_env(run),
-                             stdout=log, stderr=subprocess.STDOUT)
+        rc = subprocess.call(
+            pytest_command(run, files),
+            cwd=benchmarks_dir().parent,
+            env=pytest_env(run),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     return rc, _read_json(path)
 
 

@@ -91,8 +91,14 @@ def baseline_scenario(batch_size: int, mode: str) -> Scenario:
     stochastic = mode == "stochastic"
     requests = tuple(
         RequestSpec(
-            f"p{i}", 0, prompt, MAX_TOKENS, EOS_IDS,
-            temperature=0.8 if stochastic else 1.0, top_p=0.9 if stochastic else 1.0, seed=1000 + i,
+            f"p{i}",
+            0,
+            prompt,
+            MAX_TOKENS,
+            EOS_IDS,
+            temperature=0.8 if stochastic else 1.0,
+            top_p=0.9 if stochastic else 1.0,
+            seed=1000 + i,
         )
         for i, prompt in enumerate(PROMPTS[:batch_size])
     )
@@ -123,7 +129,9 @@ def _decode(scenario: Scenario, backend: Any, faults: Sequence[str], use_graphs:
     from graphcheck.backends.engine import Engine
     from graphcheck.reference import make_weights
 
-    engine = Engine(scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults)
+    engine = Engine(
+        scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults
+    )
     return generated_tokens(run_script(engine, scenario))
 
 

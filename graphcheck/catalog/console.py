@@ -30,7 +30,9 @@ def _found(search: SearchResult) -> tuple[str, str, str]:
 def progress_line(name: str, result: Any) -> str:
     """One line as each fault (``name``) or the clean engine (``name == ""``) finishes."""
     search, baseline = result.search, result.baseline
-    base = f"baseline {'failed' if baseline.detected else 'passed'} ({len(baseline.failed)}/{len(baseline.cases)} cases)"
+    base = (
+        f"baseline {'failed' if baseline.detected else 'passed'} ({len(baseline.failed)}/{len(baseline.cases)} cases)"
+    )
     if not name:
         verdict = "[red]diverged[/]" if search.detected else "[green]clean[/]"
         return f"clean engine: {verdict}, {search.examples} examples in {search.seconds:.1f}s; {base}"
@@ -42,12 +44,22 @@ def progress_line(name: str, result: Any) -> str:
 
 def catalog_table(result: CatalogResult) -> Table:
     cfg = result.settings
-    table = Table(title=f"graphcheck catalog: {result.backend}, budget {cfg.budget_s:g}s per fault, seed {cfg.seed}",
-                  title_justify="left", caption="* shrink cut at its budget: the smallest failing scenario seen",
-                  caption_justify="left")
-    for column, justify in (("fault", "left"), ("class", "right"), ("graphcheck", "left"), ("first kind", "left"),
-                            ("seconds", "right"), ("examples", "right"), ("shrunk req×steps", "right"),
-                            ("baseline", "left")):
+    table = Table(
+        title=f"graphcheck catalog: {result.backend}, budget {cfg.budget_s:g}s per fault, seed {cfg.seed}",
+        title_justify="left",
+        caption="* shrink cut at its budget: the smallest failing scenario seen",
+        caption_justify="left",
+    )
+    for column, justify in (
+        ("fault", "left"),
+        ("class", "right"),
+        ("graphcheck", "left"),
+        ("first kind", "left"),
+        ("seconds", "right"),
+        ("examples", "right"),
+        ("shrunk req×steps", "right"),
+        ("baseline", "left"),
+    ):
         table.add_column(column, justify=justify, overflow="fold")
     for fault in result.faults:
         table.add_row(*_fault_cells(fault))
@@ -58,8 +70,16 @@ def catalog_table(result: CatalogResult) -> Table:
 
 def _fault_cells(fault: FaultResult) -> tuple[str, ...]:
     kind, seconds, examples = _found(fault.search)
-    return (fault.fault, str(fault.bug_class), _YES if fault.detected else _NO, kind, seconds, examples,
-            _size(fault.search), _YES if fault.baseline.detected else _NO)
+    return (
+        fault.fault,
+        str(fault.bug_class),
+        _YES if fault.detected else _NO,
+        kind,
+        seconds,
+        examples,
+        _size(fault.search),
+        _YES if fault.baseline.detected else _NO,
+    )
 
 
 def _clean_cells(clean: CleanResult) -> tuple[str, ...]:
@@ -84,8 +104,14 @@ def totals_lines(result: CatalogResult) -> list[str]:
     if missed:
         lines.append(f"[bold red]MISSED[/] {', '.join(missed)}")
     if not result.clean.clean:
-        lines.append("[bold red]CLEAN ENGINE DIVERGED[/] " + (
-            result.clean.search.detection.headline if result.clean.search.detection else result.clean.baseline.first_failure))
+        lines.append(
+            "[bold red]CLEAN ENGINE DIVERGED[/] "
+            + (
+                result.clean.search.detection.headline
+                if result.clean.search.detection
+                else result.clean.baseline.first_failure
+            )
+        )
     verdict = "[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]"
     lines.append(f"{verdict} in {result.elapsed_s:.1f}s")
     return lines

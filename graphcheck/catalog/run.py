@@ -152,7 +152,13 @@ def fault_pending_path(work_dir: Path, label: str) -> Path:
 
 
 def _search(
-    plan: list[Any], backend: Any, faults: Sequence[str], cfg: CatalogSettings, label: str, work_dir: Path, slice_examples: int
+    plan: list[Any],
+    backend: Any,
+    faults: Sequence[str],
+    cfg: CatalogSettings,
+    label: str,
+    work_dir: Path,
+    slice_examples: int,
 ) -> SearchResult:
     from graphcheck.check.lockstep import check_scenario
     from graphcheck.search.timed_search import timed_search
@@ -162,8 +168,13 @@ def _search(
 
     pending = fault_pending_path(work_dir, label)
     result = timed_search(
-        plan, check, budget_s=cfg.budget_s, shrink_s=cfg.shrink_s, seed=f"{cfg.seed}/{label}",
-        pending_path=pending, slice_examples=slice_examples,
+        plan,
+        check,
+        budget_s=cfg.budget_s,
+        shrink_s=cfg.shrink_s,
+        seed=f"{cfg.seed}/{label}",
+        pending_path=pending,
+        slice_examples=slice_examples,
     )
     pending.unlink(missing_ok=True)  # the search came back: nothing crashed
     return result
@@ -225,8 +236,10 @@ def _isolated(part: str, name: str, backend: Any, cfg: CatalogSettings, work_dir
             return job.result()
         except BrokenProcessPool as err:
             pending = fault_pending_path(work_dir, name or CLEAN_LABEL)
-            raise RuntimeError(f"the catalog process for {name or 'the clean engine'} ({part}) died; "
-                               f"the scenario it was running is in {pending}") from err
+            raise RuntimeError(
+                f"the catalog process for {name or 'the clean engine'} ({part}) died; "
+                f"the scenario it was running is in {pending}"
+            ) from err
 
 
 def run_catalog(
@@ -242,9 +255,11 @@ def run_catalog(
     """
     started = time.perf_counter()
     if getattr(backend, "emulated", True):
+
         def job(name: str) -> Any:
             return run_fault_job(name, backend, cfg, work_dir)
     else:
+
         def job(name: str) -> Any:
             parts = (_isolated(part, name, backend, cfg, work_dir) for part in ("search", "baseline"))
             return _assemble(name, *parts)
@@ -273,8 +288,8 @@ __all__ = [
     "DEFAULT_SHRINK_S",
     "FaultResult",
     "fault_pending_path",
-        "run_catalog",
+    "run_catalog",
     "run_fault_job",
-        "suite_plan",
+    "suite_plan",
     "summarize",
 ]

@@ -68,7 +68,9 @@ def _field_divergences(
         want, got = getattr(exp, name), getattr(act, name)
         if want != got:
             found.append(
-                Divergence(kind, step, tensor, pair, want, got, exp.request_id, slots.get(exp.request_id), ambiguous=ambiguous)
+                Divergence(
+                    kind, step, tensor, pair, want, got, exp.request_id, slots.get(exp.request_id), ambiguous=ambiguous
+                )
             )
     return found
 
@@ -109,7 +111,9 @@ def diff_steps(
 
 #: Within one step, the cause comes before its consequences: a stale address or a wrong
 #: bucket explains the token and value mismatches it produces in the same step.
-_CAUSE_ORDER = {kind: i for i, kind in enumerate(("capture", "crash", "address", "shape", "seed", "memory", "token", "value"))}
+_CAUSE_ORDER = {
+    kind: i for i, kind in enumerate(("capture", "crash", "address", "shape", "seed", "memory", "token", "value"))
+}
 
 
 def failing(divergences: Iterable[Divergence]) -> list[Divergence]:

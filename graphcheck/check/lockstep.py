@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from graphcheck.adapter import EngineAdapter, EngineFactory
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
+from graphcheck.check.timings import LockstepTimings
 from graphcheck.driver import apply_events
 from graphcheck.scenario import (
     DEFAULT_MAX_ENGINE_BYTES,
@@ -35,7 +36,6 @@ from graphcheck.scenario import (
     engine_memory,
     format_bytes,
 )
-from graphcheck.check.timings import LockstepTimings
 
 _UNTIMED = nullcontext()
 
@@ -69,12 +69,29 @@ def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
         for inp in graph.static_inputs:
             if inp.name is None:
                 if inp.tensor_id in dead:
-                    found.append(Binding(_graph_label(kind, bucket), _input_name(inp), inp.data_ptr,
-                                         None, False, inp.shape, inp.dtype))
+                    found.append(
+                        Binding(
+                            _graph_label(kind, bucket),
+                            _input_name(inp),
+                            inp.data_ptr,
+                            None,
+                            False,
+                            inp.shape,
+                            inp.dtype,
+                        )
+                    )
                 continue
             ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
             found.append(
-                Binding(_graph_label(kind, bucket), inp.name, inp.data_ptr, ptr, inp.tensor_id not in dead, inp.shape, inp.dtype)
+                Binding(
+                    _graph_label(kind, bucket),
+                    inp.name,
+                    inp.data_ptr,
+                    ptr,
+                    inp.tensor_id not in dead,
+                    inp.shape,
+                    inp.dtype,
+                )
             )
     return tuple(found)
 
@@ -91,7 +108,12 @@ class Lockstep:
     """Reference, eager engine and graph engine of one scenario, stepped together."""
 
     def __init__(
-        self, scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None,
+        self,
+        scenario: Scenario,
+        backend: Any,
+        *,
+        faults: Sequence[str] = (),
+        engine_factory: EngineFactory | None = None,
         timings: LockstepTimings | None = None,
     ):
         """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings)."""
@@ -198,8 +220,18 @@ class Lockstep:
         slots = info.slots
         bindings = bindings_of(engine, info.bucket) if info.used_graph else ()
         return StepRecord(
-            source, t, result, slots, info.bucket, info.used_graph, info.real_bsz, info.num_running,
-            info.real_tokens, info.padded_tokens, bindings, engine.memory_bytes(),
+            source,
+            t,
+            result,
+            slots,
+            info.bucket,
+            info.used_graph,
+            info.real_bsz,
+            info.num_running,
+            info.real_tokens,
+            info.padded_tokens,
+            bindings,
+            engine.memory_bytes(),
         )
 
     # ------------------------------------------------------------------ checks
@@ -220,17 +252,31 @@ class Lockstep:
                 continue
             if not b.alive:
                 self._freed_seen.add((b.graph, b.name))
-            found.append(Divergence(
-                "address", rec.step, b.name, "graph capture vs replay", hex(b.captured_ptr),
-                hex(b.current_ptr) if b.current_ptr is not None else None,
-                detail=f"{b.graph}: " + ("captured storage was freed" if not b.alive else "buffer rebound after capture; the graph reads the old storage"),
-            ))
+            found.append(
+                Divergence(
+                    "address",
+                    rec.step,
+                    b.name,
+                    "graph capture vs replay",
+                    hex(b.captured_ptr),
+                    hex(b.current_ptr) if b.current_ptr is not None else None,
+                    detail=f"{b.graph}: "
+                    + (
+                        "captured storage was freed"
+                        if not b.alive
+                        else "buffer rebound after capture; the graph reads the old storage"
+                    ),
+                )
+            )
         return found
 
     def _freed_inputs(self, t: int) -> list[Divergence]:
         """Static inputs of any captured graph whose storage is gone, before step ``t`` runs."""
-        consequence = ("the emulator still holds it, so the step runs and shows the stale read" if self._emulated
-                       else "replaying the graph would read freed memory, so the step was not run")
+        consequence = (
+            "the emulator still holds it, so the step runs and shows the stale read"
+            if self._emulated
+            else "replaying the graph would read freed memory, so the step was not run"
+        )
         found = []
         for bucket, graphs in self.graph.graphs.items():
             for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
@@ -242,10 +288,17 @@ class Lockstep:
                     if (label, name) in self._freed_seen:
                         continue
                     self._freed_seen.add((label, name))
-                    found.append(Divergence(
-                        "address", t, name, "graph capture vs replay", hex(inp.data_ptr), None,
-                        detail=f"{label}: captured storage was freed before this step; {consequence}",
-                    ))
+                    found.append(
+                        Divergence(
+                            "address",
+                            t,
+                            name,
+                            "graph capture vs replay",
+                            hex(inp.data_ptr),
+                            None,
+                            detail=f"{label}: captured storage was freed before this step; {consequence}",
+                        )
+                    )
         return found
 
     def _shape(self, rec: StepRecord, eager: StepRecord) -> list[Divergence]:
@@ -253,14 +306,27 @@ class Lockstep:
         want = expected_bucket(self.scenario, rec.real_bsz, has_prefill)
         found = []
         if rec.bucket != want:
-            found.append(Divergence("shape", rec.step, "bucket", "policy vs graph engine", want, rec.bucket,
-                                    detail=f"R={rec.real_bsz}, prefill={has_prefill}"))
+            found.append(
+                Divergence(
+                    "shape",
+                    rec.step,
+                    "bucket",
+                    "policy vs graph engine",
+                    want,
+                    rec.bucket,
+                    detail=f"R={rec.real_bsz}, prefill={has_prefill}",
+                )
+            )
         if rec.used_graph:
             padded = rec.bucket * self.scenario.config.tokens_per_request
             if rec.padded_tokens != padded:
-                found.append(Divergence("shape", rec.step, "padded_tokens", "policy vs graph engine", padded, rec.padded_tokens))
+                found.append(
+                    Divergence("shape", rec.step, "padded_tokens", "policy vs graph engine", padded, rec.padded_tokens)
+                )
         if rec.real_tokens != eager.real_tokens:
-            found.append(Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens))
+            found.append(
+                Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens)
+            )
         return found
 
     def _memory(self, rec: StepRecord) -> list[Divergence]:
@@ -272,8 +338,17 @@ class Lockstep:
             self._memory_baseline = rec.memory_bytes
             return []
         if rec.memory_bytes > self._memory_baseline:
-            return [Divergence("memory", rec.step, "memory_bytes", "replay vs first replay", self._memory_baseline,
-                               rec.memory_bytes, detail=f"+{rec.memory_bytes - self._memory_baseline} bytes since the first replay")]
+            return [
+                Divergence(
+                    "memory",
+                    rec.step,
+                    "memory_bytes",
+                    "replay vs first replay",
+                    self._memory_baseline,
+                    rec.memory_bytes,
+                    detail=f"+{rec.memory_bytes - self._memory_baseline} bytes since the first replay",
+                )
+            ]
         return []
 
     def _check_capacity(self) -> None:
@@ -281,8 +356,14 @@ class Lockstep:
         have = self.graph.sizes.slots
         if have < cfg.max_padded_reqs:
             self.outcome.divergences.append(
-                Divergence("shape", 0, "buffer capacity (slots)", "max(max_num_seqs, largest bucket) + 1 vs buffers",
-                           cfg.max_padded_reqs, have)
+                Divergence(
+                    "shape",
+                    0,
+                    "buffer capacity (slots)",
+                    "max(max_num_seqs, largest bucket) + 1 vs buffers",
+                    cfg.max_padded_reqs,
+                    have,
+                )
             )
 
     def _fail(self, kind: str, t: int, where: str, exc: BaseException) -> None:
@@ -302,8 +383,15 @@ _OOM_TYPE_NAMES = frozenset({"OutOfMemoryError", "ResourceExhaustedError"})
 #: memory"), CUDA / NPU / XPU ("out of memory", CUBLAS_STATUS_ALLOC_FAILED), paddle
 #: ("(ResourceExhausted) Fail to alloc memory"), C++ std::bad_alloc.
 _OOM_MESSAGES = (
-    "out of memory", "can't allocate memory", "cannot allocate memory", "could not allocate",
-    "failed to allocate", "fail to alloc", "alloc_failed", "std::bad_alloc", "resourceexhausted",
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "could not allocate",
+    "failed to allocate",
+    "fail to alloc",
+    "alloc_failed",
+    "std::bad_alloc",
+    "resourceexhausted",
     "memory allocation failed",
 )
 
@@ -340,7 +428,11 @@ def _out_of_memory(scenario: Scenario, where: str, exc: BaseException) -> Engine
     except Exception:
         first = ""
     first = first if len(first) <= 200 else first[:197] + "..."
-    known = f"the built-in engine's estimate for this scenario is {format_bytes(estimate)}" if estimate is not None else "no estimate"
+    known = (
+        f"the built-in engine's estimate for this scenario is {format_bytes(estimate)}"
+        if estimate is not None
+        else "no estimate"
+    )
     message = (
         f"out of memory in {where}: {type(exc).__name__}: {first} ({known}; scenario validation "
         f"rejects estimates above {MAX_ENGINE_MEMORY_ENV}, default {format_bytes(DEFAULT_MAX_ENGINE_BYTES)}). "

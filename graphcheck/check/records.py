@@ -111,8 +111,9 @@ class EngineOutOfMemory(Exception):
         self.detail = detail
 
 
-def replay_command_line(scenario_path: Path | str, backend: str, *, emulate: bool = False,
-                        faults: Sequence[str] = ()) -> str:
+def replay_command_line(
+    scenario_path: Path | str, backend: str, *, emulate: bool = False, faults: Sequence[str] = ()
+) -> str:
     """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``, shell-quoted."""
     parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
     if emulate:

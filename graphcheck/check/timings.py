@@ -60,7 +60,7 @@ class LockstepTimings:
         finally:
             setattr(self, name, getattr(self, name) + time.perf_counter() - started)
 
-    def add(self, other: "LockstepTimings") -> None:
+    def add(self, other: LockstepTimings) -> None:
         """Accumulate ``other`` into this one."""
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)

@@ -34,9 +34,18 @@ def bench_command(args: argparse.Namespace) -> int:
     console = make_console()
     console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
     started = time.perf_counter()
-    rc, data = run_benchmarks(BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select))
-    summary = summarise(data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc)
-    extra = {"run_id": run_id, "command": " ".join(args.argv), "quick": bool(args.quick), "elapsed_s": time.perf_counter() - started}
+    rc, data = run_benchmarks(
+        BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select)
+    )
+    summary = summarise(
+        data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc
+    )
+    extra = {
+        "run_id": run_id,
+        "command": " ".join(args.argv),
+        "quick": bool(args.quick),
+        "elapsed_s": time.perf_counter() - started,
+    }
     path = write_summary(summary, out_dir, extra)
     if rc != 0:
         console.print(log_tail(out_dir), markup=False, highlight=False)

@@ -30,10 +30,14 @@ def catalog_command(args: argparse.Namespace) -> int:
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
     console = make_console()
-    info = CatalogInfo(" ".join(args.argv), datetime.now(timezone.utc).isoformat(timespec="seconds"), bool(args.emulate))
+    info = CatalogInfo(
+        " ".join(args.argv), datetime.now(timezone.utc).isoformat(timespec="seconds"), bool(args.emulate)
+    )
     settings = CatalogSettings(budget_s=args.budget, shrink_s=args.shrink_budget, seed=args.seed)
-    console.print(f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
-                  f"budget {args.budget:g}s + {args.shrink_budget:g}s shrink per fault, seed {args.seed}")
+    console.print(
+        f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
+        f"budget {args.budget:g}s + {args.shrink_budget:g}s shrink per fault, seed {args.seed}"
+    )
     on_done = None if args.quiet else (lambda name, result: console.print(progress_line(name, result)))
     result = run_catalog(names, backend, settings, out_dir, on_done=on_done)
     from graphcheck.report import graphcheck_version

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 from graphcheck import github
 from graphcheck.check.records import CheckOutcome
 from graphcheck.errors import BackendUnavailableError, InputError
-from graphcheck.search.database import ENV_VAR as DATABASE_ENV, DatabaseSpec
+from graphcheck.search.database import ENV_VAR as DATABASE_ENV
+from graphcheck.search.database import DatabaseSpec
 from graphcheck.search.fuzz import FuzzResult
 from graphcheck.search.suite_registry import Suite, load_suites
 
@@ -34,7 +35,8 @@ def resolve_backend(name: str, emulate: bool) -> Any:
 
 
 def check_faults(names: list[str] | None) -> tuple[str, ...]:
-    from graphcheck.backends.engine.faults import UnknownFault, check_faults as check
+    from graphcheck.backends.engine.faults import UnknownFault
+    from graphcheck.backends.engine.faults import check_faults as check
 
     try:
         return tuple(sorted(check(names or ())))
@@ -123,20 +125,32 @@ def open_database(option: str | None) -> tuple[DatabaseSpec, Any]:
         return DatabaseSpec("none"), None
 
 
-def run_info(args: argparse.Namespace, plan: RunPlan, outcomes: Sequence[CheckOutcome], started_at: str,
-              elapsed: float) -> Any:
+def run_info(
+    args: argparse.Namespace, plan: RunPlan, outcomes: Sequence[CheckOutcome], started_at: str, elapsed: float
+) -> Any:
     from graphcheck.report import RunInfo, graphcheck_version
 
     runner = next((o.runner for o in outcomes if o.runner != "none"), "none")
     return RunInfo(
-        run_id=plan.run_id, backend=plan.backend.name, runner=runner, emulate=plan.emulate, seed=plan.seed,
-        profile=getattr(args, "profile", ""), started_at=started_at, elapsed_s=elapsed, version=graphcheck_version(),
+        run_id=plan.run_id,
+        backend=plan.backend.name,
+        runner=runner,
+        emulate=plan.emulate,
+        seed=plan.seed,
+        profile=getattr(args, "profile", ""),
+        started_at=started_at,
+        elapsed_s=elapsed,
+        version=graphcheck_version(),
         faults=plan.faults,
     )
 
 
 def write_reports(
-    args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], started_at: str, elapsed: float,
+    args: argparse.Namespace,
+    plan: RunPlan,
+    outcomes: list[CheckOutcome],
+    started_at: str,
+    elapsed: float,
     fuzzed: Sequence[FuzzResult] = (),
 ) -> Any:
     from graphcheck.report import write_junit, write_report
@@ -144,8 +158,9 @@ def write_reports(
     info = run_info(args, plan, outcomes, started_at, elapsed)
     suites = suite_runs(fuzzed, outcomes)
     summary = ("summary.md",) if github.enabled(getattr(args, "github", None)) else ()
-    paths = write_report(outcomes, plan.out_dir, command=" ".join(args.argv), run_info=info, suites=suites,
-                         extra_files=summary)
+    paths = write_report(
+        outcomes, plan.out_dir, command=" ".join(args.argv), run_info=info, suites=suites, extra_files=summary
+    )
     if getattr(args, "junit", None):
         write_junit(outcomes, Path(args.junit), info, suites=suites)
     return paths
@@ -166,21 +181,34 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
         else:
             shrink = "interrupted" if result.interrupted else "shrunk"
         return SuiteRun(
-            result.suite, result.examples, result.steps, result.elapsed_s, found is None or found.clean, shrink,
-            found.first.headline() if found is not None and found.first else None, result.first_failure_at,
+            result.suite,
+            result.examples,
+            result.steps,
+            result.elapsed_s,
+            found is None or found.clean,
+            shrink,
+            found.first.headline() if found is not None and found.first else None,
+            result.first_failure_at,
             found.scenario.name if found is not None and id(found) in reported else None,
         )
 
     return [one(r) for r in fuzzed]
 
 
-def publish_github(args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome],
-                    fuzzed: Sequence[FuzzResult], paths: Any) -> None:
+def publish_github(
+    args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], fuzzed: Sequence[FuzzResult], paths: Any
+) -> None:
     info = run_info(args, plan, outcomes, "", 0.0)
-    github.publish(github.FinishedRun(
-        outcomes, info, paths, command=" ".join(args.argv), suites=github.suite_lines(fuzzed),
-        ci=github.CiContext.from_env(),
-    ))
+    github.publish(
+        github.FinishedRun(
+            outcomes,
+            info,
+            paths,
+            command=" ".join(args.argv),
+            suites=github.suite_lines(fuzzed),
+            ci=github.CiContext.from_env(),
+        )
+    )
 
 
 __all__ = [

@@ -13,7 +13,6 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.cli.progress import plural
 from graphcheck.search.fuzz import FuzzResult
 
-
 #: Console width when the output is not a terminal (a CI log, a pipe): wide enough for the tables.
 PLAIN_WIDTH = 120
 
@@ -90,8 +89,14 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
     device = {True: "yes", False: "no", None: "not checked"}
     for s in statuses:
         table.add_row(
-            s.name, s.framework, s.framework_version or "not installed", device[s.device_present],
-            s.runner, s.emulate or "-", "[green]yes[/]" if s.usable else "[red]no[/]", plain(s.note),
+            s.name,
+            s.framework,
+            s.framework_version or "not installed",
+            device[s.device_present],
+            s.runner,
+            s.emulate or "-",
+            "[green]yes[/]" if s.usable else "[red]no[/]",
+            plain(s.note),
         )
     return table
 
@@ -101,5 +106,10 @@ def faults_table(faults: Mapping[str, Any]) -> Table:
     for column in ("name", "class", "what it breaks", "signal"):
         table.add_column(column, overflow="fold")
     for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
-        table.add_row(name, str(getattr(fault, "bug_class", "")), getattr(fault, "summary", str(fault)), getattr(fault, "signal", ""))
+        table.add_row(
+            name,
+            str(getattr(fault, "bug_class", "")),
+            getattr(fault, "summary", str(fault)),
+            getattr(fault, "signal", ""),
+        )
     return table

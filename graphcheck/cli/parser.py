@@ -40,10 +40,15 @@ class _Parser(argparse.ArgumentParser):
 def backend_options() -> argparse.ArgumentParser:
     """The parent parser of the backend options that run, replay, catalog and bench share."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--backend", default=None,
-                        help=f"one of {', '.join(BACKENDS)} (default cpu; replay of a report folder: the recorded one)")
     parent.add_argument(
-        "--emulate", action=argparse.BooleanOptionalAction, default=None,
+        "--backend",
+        default=None,
+        help=f"one of {', '.join(BACKENDS)} (default cpu; replay of a report folder: the recorded one)",
+    )
+    parent.add_argument(
+        "--emulate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default off; replay of a report folder: the recorded setting)",
     )
     return parent
@@ -51,14 +56,22 @@ def backend_options() -> argparse.ArgumentParser:
 
 def _report_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
     """The options run and replay share; ``recorded``: replay's, whose defaults come from a report folder."""
-    parser.add_argument("--inject", action="append", metavar="FAULT",
-                        help="inject a named engine fault (see `graphcheck faults`); repeatable"
-                        + (" (default: the recorded faults)" if recorded else ""))
-    parser.add_argument("--report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ go (default reports)")
+    parser.add_argument(
+        "--inject",
+        action="append",
+        metavar="FAULT",
+        help="inject a named engine fault (see `graphcheck faults`); repeatable"
+        + (" (default: the recorded faults)" if recorded else ""),
+    )
+    parser.add_argument(
+        "--report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ go (default reports)"
+    )
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file here")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
-        "--github", action=argparse.BooleanOptionalAction, default=None,
+        "--github",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="write a GitHub step summary and error annotations (default: on when GITHUB_ACTIONS=true)",
     )
 
@@ -82,8 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     backend = backend_options()
     _run_parser(sub, backend)
     replay = sub.add_parser(
-        "replay", help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
-        description=REPLAY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[backend],
+        "replay",
+        help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
+        description=REPLAY_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[backend],
     )
     replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
     _report_options(replay, recorded=True)
@@ -100,48 +116,89 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     _report_options(run)
     run.add_argument("--suite", action="append", metavar="NAME", help="fuzz only this suite; repeatable (default: all)")
     run.add_argument("--examples", type=int, metavar="N", help="scenarios per suite (default: from --profile)")
-    run.add_argument("--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed gives the same run (default 0)")
+    run.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed gives the same run (default 0)"
+    )
     run.add_argument("--profile", choices=PROFILES, default="dev", help="dev (default), ci or thorough")
-    run.add_argument("--steps", type=int, default=20, metavar="N", help="steps of the built-in demo scenarios (default 20)")
+    run.add_argument(
+        "--steps", type=int, default=20, metavar="N", help="steps of the built-in demo scenarios (default 20)"
+    )
     run.add_argument("--keep-going", action="store_true", help="fuzz every suite even after a divergence")
     run.add_argument(
-        "--database", metavar="PATH|redis://HOST:PORT/DB|none",
+        "--database",
+        metavar="PATH|redis://HOST:PORT/DB|none",
         help="example database: failing scenarios saved and replayed first "
         "(default $GRAPHCHECK_DATABASE, else .hypothesis/graphcheck)",
     )
     run.add_argument(
-        "-j", "--jobs", type=int, default=1, metavar="N",
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
         help="N pytest-xdist workers, each fuzzing every suite with its own seed (seed .. seed+N-1); default 1, in process",
     )
     run.add_argument(
-        "--xdist-args", metavar="ARGS", default="",
-        help="extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args=\"--tx ssh=gpu1//python=python3\"",
+        "--xdist-args",
+        metavar="ARGS",
+        default="",
+        help='extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args="--tx ssh=gpu1//python=python3"',
     )
 
 
 def _catalog_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     from graphcheck.catalog.run import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
 
-    catalog = sub.add_parser("catalog", parents=[backend],
-                             help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline")
+    catalog = sub.add_parser(
+        "catalog",
+        parents=[backend],
+        help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline",
+    )
     catalog.unset_defaults = BACKEND_DEFAULTS
-    catalog.add_argument("--fault", action="append", metavar="NAME", help="benchmark only this fault; repeatable (default: every fault)")
-    catalog.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
-                         help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})")
-    catalog.add_argument("--shrink-budget", type=float, default=DEFAULT_SHRINK_S, metavar="SECONDS",
-                         help=f"shrinking seconds per detected fault (default {DEFAULT_SHRINK_S:g})")
-    catalog.add_argument("--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed draws the same examples (default 0)")
-    catalog.add_argument("--report-dir", default="reports", metavar="DIR", help="the catalog goes to DIR/catalog/ (default reports)")
+    catalog.add_argument(
+        "--fault", action="append", metavar="NAME", help="benchmark only this fault; repeatable (default: every fault)"
+    )
+    catalog.add_argument(
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        metavar="SECONDS",
+        help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})",
+    )
+    catalog.add_argument(
+        "--shrink-budget",
+        type=float,
+        default=DEFAULT_SHRINK_S,
+        metavar="SECONDS",
+        help=f"shrinking seconds per detected fault (default {DEFAULT_SHRINK_S:g})",
+    )
+    catalog.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="fuzzing seed; the same seed draws the same examples (default 0)",
+    )
+    catalog.add_argument(
+        "--report-dir", default="reports", metavar="DIR", help="the catalog goes to DIR/catalog/ (default reports)"
+    )
     catalog.add_argument("--quiet", action="store_true", help="no line per fault, only the table")
 
 
 def _bench_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
-    bench = sub.add_parser("bench", parents=[backend],
-                           help="benchmarks: decode step eager vs graph, lockstep steps/s and checking overhead")
+    bench = sub.add_parser(
+        "bench",
+        parents=[backend],
+        help="benchmarks: decode step eager vs graph, lockstep steps/s and checking overhead",
+    )
     bench.unset_defaults = BACKEND_DEFAULTS
     bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds: a smoke run, rough figures")
-    bench.add_argument("--out", metavar="DIR", help="where bench.json, summary.json and pytest.log go (default reports/bench/<run-id>)")
-    bench.add_argument("-k", dest="select", metavar="EXPR", help="only the benchmarks matching this pytest -k expression")
+    bench.add_argument(
+        "--out", metavar="DIR", help="where bench.json, summary.json and pytest.log go (default reports/bench/<run-id>)"
+    )
+    bench.add_argument(
+        "-k", dest="select", metavar="EXPR", help="only the benchmarks matching this pytest -k expression"
+    )
 
 
 __all__ = ["BACKEND_DEFAULTS", "PROFILES", "REPLAY_DESCRIPTION", "backend_options", "build_parser"]

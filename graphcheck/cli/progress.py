@@ -29,8 +29,14 @@ def plural(n: int, word: str) -> str:
 class RunProgress:
     """Follows a run (suite searches, then single scenarios) and shows where it stands."""
 
-    def __init__(self, console: Console, *, enabled: bool = True, interval_s: float = PLAIN_INTERVAL_S,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        console: Console,
+        *,
+        enabled: bool = True,
+        interval_s: float = PLAIN_INTERVAL_S,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.console = console
         self.live = enabled and console.is_terminal
         self.plain = enabled and not console.is_terminal
@@ -42,7 +48,7 @@ class RunProgress:
         self._current = ""
         self._live: Live | None = None
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.live:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()

@@ -39,9 +39,11 @@ def replay_command(args: argparse.Namespace) -> int:
     console = make_console()
     publish = github.enabled(getattr(args, "github", None))
     with github.commands_stopped(publish):
-        console.print(f"replaying {plain(scenario.name or 'scenario')} "
-                      f"({plural(len(scenario.requests), 'request')}, {plural(scenario.num_steps, 'step')}) "
-                      f"from {plain(target.scenario_path)}")
+        console.print(
+            f"replaying {plain(scenario.name or 'scenario')} "
+            f"({plural(len(scenario.requests), 'request')}, {plural(scenario.num_steps, 'step')}) "
+            f"from {plain(target.scenario_path)}"
+        )
         for line in target.describe(backend.description, faults):
             console.print(f"  {line}", markup=False)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -35,8 +35,10 @@ class ReplayTarget:
 
     def describe(self, backend_description: str, faults: Sequence[str]) -> list[str]:
         """Lines saying what runs where: the backend, the faults, where the settings came from."""
-        lines = [f"backend {self.backend} ({backend_description})",
-                 f"injected: {', '.join(faults)}" if faults else "no injected faults"]
+        lines = [
+            f"backend {self.backend} ({backend_description})",
+            f"injected: {', '.join(faults)}" if faults else "no injected faults",
+        ]
         if self.recorded_in is not None:
             given = f"; {', '.join(self.overridden)} from the command line" if self.overridden else ""
             lines.append(f"settings recorded in {self.recorded_in}{given}")
@@ -53,7 +55,11 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         raise InputError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
     recorded_in = source / "divergences.json"
     run = recorded_run(recorded_in)
-    given = {"--backend": args.backend is not None, "--emulate": args.emulate is not None, "--inject": bool(args.inject)}
+    given = {
+        "--backend": args.backend is not None,
+        "--emulate": args.emulate is not None,
+        "--inject": bool(args.inject),
+    }
     return ReplayTarget(
         scenario_path,
         backend=args.backend if args.backend is not None else run["backend"],
@@ -69,8 +75,10 @@ def recorded_run(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
-                         "with --backend/--emulate/--inject instead") from None
+        raise InputError(
+            f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
+            "with --backend/--emulate/--inject instead"
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise InputError(f"cannot read the run settings in {path}: {err}") from None
     run = document.get("run") if isinstance(document, dict) else None

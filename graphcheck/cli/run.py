@@ -33,7 +33,14 @@ from graphcheck.errors import InputError
 from graphcheck.scenario import engine_memory_limit
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import database_key
-from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, fuzz_suite, label_found, write_fuzz_summary, write_pending
+from graphcheck.search.fuzz import (
+    FuzzResult,
+    SearchInterrupted,
+    fuzz_suite,
+    label_found,
+    write_fuzz_summary,
+    write_pending,
+)
 from graphcheck.search.suite_registry import Suite
 
 #: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
@@ -57,8 +64,20 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     backend = resolve_backend(args.backend, args.emulate)
     database, example_db = open_database(getattr(args, "database", None))
     run_id, out_dir = claim_run_dir(Path(args.report_dir))
-    return RunPlan(backend, faults, suites, examples, args.seed, out_dir, run_id, database, example_db, jobs,
-                   xdist_args, bool(args.emulate))
+    return RunPlan(
+        backend,
+        faults,
+        suites,
+        examples,
+        args.seed,
+        out_dir,
+        run_id,
+        database,
+        example_db,
+        jobs,
+        xdist_args,
+        bool(args.emulate),
+    )
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -87,8 +106,14 @@ def run_command(args: argparse.Namespace) -> int:
             outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
         pending.unlink(missing_ok=True)
-        write_fuzz_summary(plan.out_dir / "fuzz.json", fuzzed, seed=plan.seed, jobs=plan.jobs,
-                           database=plan.database.describe(), interrupted=interrupted)
+        write_fuzz_summary(
+            plan.out_dir / "fuzz.json",
+            fuzzed,
+            seed=plan.seed,
+            jobs=plan.jobs,
+            database=plan.database.describe(),
+            interrupted=interrupted,
+        )
         paths = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed) if outcomes else None
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
@@ -104,26 +129,43 @@ def _print_header(console: Any, plan: RunPlan) -> None:
     backend = plan.backend
     console.print(f"graphcheck run {plan.run_id}: backend {backend.name} ({backend.description})", highlight=False)
     injected = f"; injected: {', '.join(plan.faults)}" if plan.faults else ""
-    console.print(f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite, "
-                  f"seed {plan.seed}{injected}", highlight=False)
+    console.print(
+        f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite, "
+        f"seed {plan.seed}{injected}",
+        highlight=False,
+    )
     console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
 
 
-def _print_verdict(console: Any, plan: RunPlan, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult],
-                   elapsed: float, paths: Any, interrupted: bool) -> None:
+def _print_verdict(
+    console: Any,
+    plan: RunPlan,
+    outcomes: list[CheckOutcome],
+    fuzzed: list[FuzzResult],
+    elapsed: float,
+    paths: Any,
+    interrupted: bool,
+) -> None:
     first = next((o for o in outcomes if not o.clean), None)
     examples = sum(r.examples for r in fuzzed)
     if interrupted:
-        found = f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
-        console.print(f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}")
+        found = (
+            f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
+        )
+        console.print(
+            f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}"
+        )
     elif first is not None and first.first is not None:
         console.print(f"[bold red]DIVERGENCE[/] {plain(first.first.headline())}")
     else:
-        console.print(f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
-                      f"{plural(examples, 'fuzzed example')}, {elapsed:.1f}s")
+        console.print(
+            f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
+            f"{plural(examples, 'fuzzed example')}, {elapsed:.1f}s"
+        )
     if paths is None:
-        console.print(f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}",
-                      markup=False)
+        console.print(
+            f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}", markup=False
+        )
         return
     if first is not None:
         console.print(f"replay: {_replay_line(plan, paths.scenario_json)}", markup=False)
@@ -134,8 +176,9 @@ def _replay_line(plan: RunPlan, scenario_json: Path) -> str:
     return replay_command_line(scenario_json, plan.backend.name, emulate=plan.emulate, faults=plan.faults)
 
 
-def _run_suites(args: argparse.Namespace, plan: RunPlan, console: Any,
-                pending: Path) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+def _run_suites(
+    args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
+) -> tuple[list[CheckOutcome], list[FuzzResult]]:
     if plan.jobs > 1:
         from graphcheck.parallel.run import run_parallel
 
@@ -180,14 +223,29 @@ def _run_in_process(
     return outcomes, fuzzed
 
 
-def _fuzz_one(suite: Suite, args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path,
-              progress: RunProgress, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> bool:
+def _fuzz_one(
+    suite: Suite,
+    args: argparse.Namespace,
+    plan: RunPlan,
+    console: Any,
+    pending: Path,
+    progress: RunProgress,
+    outcomes: list[CheckOutcome],
+    fuzzed: list[FuzzResult],
+) -> bool:
     """Fuzz one suite into ``outcomes`` / ``fuzzed``; whether the run stops here."""
     progress.start_suite(suite.name, plan.examples)
     result = fuzz_suite(
-        suite.name, suite.strategy(), plan.backend, examples=plan.examples, seed=plan.seed,
-        faults=plan.faults, pending_path=pending, on_progress=progress.search,
-        database=plan.example_db, database_key=database_key(suite.name, plan.backend, plan.faults),
+        suite.name,
+        suite.strategy(),
+        plan.backend,
+        examples=plan.examples,
+        seed=plan.seed,
+        faults=plan.faults,
+        pending_path=pending,
+        on_progress=progress.search,
+        database=plan.example_db,
+        database_key=database_key(suite.name, plan.backend, plan.faults),
     )
     fuzzed.append(result)
     progress.end_suite(result)
@@ -196,9 +254,11 @@ def _fuzz_one(suite: Suite, args: argparse.Namespace, plan: RunPlan, console: An
     lost = label_found(result.outcome, suite.name)
     outcomes.append(result.outcome)
     if lost:
-        console.print(f"[bold red]device lost[/] {plain(result.outcome.device_error)}: the engine's failure "
-                      "poisoned the device for this process, so the scenario is reported unshrunk and the run "
-                      "stops; `graphcheck replay` it in a fresh process")
+        console.print(
+            f"[bold red]device lost[/] {plain(result.outcome.device_error)}: the engine's failure "
+            "poisoned the device for this process, so the scenario is reported unshrunk and the run "
+            "stops; `graphcheck replay` it in a fresh process"
+        )
         return True
     return not args.keep_going
 

@@ -24,7 +24,14 @@ from typing import Callable, Mapping
 
 from graphcheck.github.model import CiContext, FinishedRun, SuiteLine, suite_lines
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, render_summary, utf8
-from graphcheck.github.workflow import Annotation, commands_stopped, escape_data, escape_property, repo_relative, source_location
+from graphcheck.github.workflow import (
+    Annotation,
+    commands_stopped,
+    escape_data,
+    escape_property,
+    repo_relative,
+    source_location,
+)
 
 #: ``::error`` annotations per run; GitHub shows at most 10 error annotations per step.
 TOP_ANNOTATIONS = 10
@@ -57,18 +64,29 @@ def annotations(run: FinishedRun, limit: int = TOP_ANNOTATIONS) -> list[Annotati
             f"scenario {scenario.name or 'scenario'}: {len(scenario.requests)} requests, {scenario.num_steps} steps "
             f"on {outcome.backend}/{outcome.runner}\nreplay: {replay}"
         )
-        found.append(Annotation("error", message, title=f"graphcheck: {div.kind} divergence in {div.tensor}", file=file, line=line))
+        found.append(
+            Annotation(
+                "error", message, title=f"graphcheck: {div.kind} divergence in {div.tensor}", file=file, line=line
+            )
+        )
     rest = run.failure_count - len(found)
     if rest > 0:
-        found.append(Annotation("notice", f"{rest} more divergences: see the step summary and divergences.json in the report.",
-                                title="graphcheck: more divergences"))
+        found.append(
+            Annotation(
+                "notice",
+                f"{rest} more divergences: see the step summary and divergences.json in the report.",
+                title="graphcheck: more divergences",
+            )
+        )
     if run.ambiguous_count:
-        found.append(Annotation(
-            "warning",
-            f"{run.ambiguous_count} ambiguous mismatches (a sampling decision within 1e-9 of a float boundary): "
-            "reported, not failing.",
-            title="graphcheck: ambiguous mismatches",
-        ))
+        found.append(
+            Annotation(
+                "warning",
+                f"{run.ambiguous_count} ambiguous mismatches (a sampling decision within 1e-9 of a float boundary): "
+                "reported, not failing.",
+                title="graphcheck: ambiguous mismatches",
+            )
+        )
     return found
 
 

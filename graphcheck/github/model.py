@@ -35,7 +35,7 @@ class CiContext:
     artifact: str = ""  # name of the artifact the workflow uploads the report folder as
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "CiContext":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CiContext:
         env = os.environ if environ is None else environ
         return cls(
             workspace=Path(env.get("GITHUB_WORKSPACE") or os.getcwd()),
@@ -98,11 +98,13 @@ def suite_lines(fuzzed: Sequence[object]) -> list[SuiteLine]:
     lines = []
     for result in fuzzed:
         outcome = getattr(result, "outcome", None)
-        lines.append(SuiteLine(
-            name=str(getattr(result, "suite")),
-            examples=int(getattr(result, "examples", 0)),
-            steps=int(getattr(result, "steps", 0)),
-            diverged=outcome is not None and not outcome.clean,
-            elapsed_s=float(getattr(result, "elapsed_s", 0.0)),
-        ))
+        lines.append(
+            SuiteLine(
+                name=str(result.suite),
+                examples=int(getattr(result, "examples", 0)),
+                steps=int(getattr(result, "steps", 0)),
+                diverged=outcome is not None and not outcome.clean,
+                elapsed_s=float(getattr(result, "elapsed_s", 0.0)),
+            )
+        )
     return lines

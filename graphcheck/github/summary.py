@@ -30,7 +30,9 @@ MAX_CELL_CHARS = 100
 MAX_HEADLINE_CHARS = 600
 MAX_COMMAND_CHARS = 4000
 #: Appended when the final cut at ``max_bytes`` had to drop text.
-CUT_MARKER = "\n\n_… summary cut to stay under GitHub's 1 MiB step-summary limit; the full report is in the artifact._\n"
+CUT_MARKER = (
+    "\n\n_… summary cut to stay under GitHub's 1 MiB step-summary limit; the full report is in the artifact._\n"
+)
 
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~$])")
 _BACKTICKS = re.compile(r"`+")
@@ -97,12 +99,18 @@ def _head(run: FinishedRun) -> str:
     first = run.first()
     if first is not None:
         outcome, div = first
-        lines += [f"**First divergence** in {code(outcome.scenario.name or 'scenario')}: "
-                  f"{md(div.headline(), MAX_HEADLINE_CHARS)}", ""]
+        lines += [
+            f"**First divergence** in {code(outcome.scenario.name or 'scenario')}: "
+            f"{md(div.headline(), MAX_HEADLINE_CHARS)}",
+            "",
+        ]
     else:
         fuzzed = sum(s.examples for s in run.suites)
-        lines += [f"{len(outcomes)} scenarios checked and {fuzzed} fuzzed examples: eager, graph replay and the "
-                  "NumPy reference agree on every step.", ""]
+        lines += [
+            f"{len(outcomes)} scenarios checked and {fuzzed} fuzzed examples: eager, graph replay and the "
+            "NumPy reference agree on every step.",
+            "",
+        ]
     runner = code(info.runner) + (" (emulated on the CPU)" if info.emulate else "")
     diverged = sum(not o.clean for o in outcomes)
     rows = [
@@ -110,8 +118,13 @@ def _head(run: FinishedRun) -> str:
         ("profile, seed", f"{code(info.profile) or '—'}, {'—' if info.seed is None else info.seed}"),
         ("injected faults", ", ".join(code(f) for f in info.faults) or "none"),
         ("scenarios", f"{len(outcomes)} checked, {diverged} diverged"),
-        ("suites", f"{len(run.suites)} fuzzed, {sum(s.examples for s in run.suites)} examples, "
-                   f"{sum(s.steps for s in run.suites)} engine steps" if run.suites else "none fuzzed"),
+        (
+            "suites",
+            f"{len(run.suites)} fuzzed, {sum(s.examples for s in run.suites)} examples, "
+            f"{sum(s.steps for s in run.suites)} engine steps"
+            if run.suites
+            else "none fuzzed",
+        ),
         ("divergences", f"{run.failure_count} failing, {run.ambiguous_count} ambiguous (reported, never failing)"),
         ("elapsed", _seconds(info.elapsed_s)),
         ("run", f"{code(info.run_id)}, graphcheck {md(info.version or '?')}"),
@@ -122,7 +135,9 @@ def _head(run: FinishedRun) -> str:
         lines += ["| suite | examples | engine steps | time | verdict |", "|---|---:|---:|---:|---|"]
         for suite in run.suites[:MAX_SUITE_ROWS]:
             verdict = "❌ divergence (shrunk)" if suite.diverged else "✅ clean"
-            lines.append(f"| {code(suite.name)} | {suite.examples} | {suite.steps} | {_seconds(suite.elapsed_s)} | {verdict} |")
+            lines.append(
+                f"| {code(suite.name)} | {suite.examples} | {suite.steps} | {_seconds(suite.elapsed_s)} | {verdict} |"
+            )
         if len(run.suites) > MAX_SUITE_ROWS:
             lines.append(f"| … {len(run.suites) - MAX_SUITE_ROWS} more | | | | |")
         lines.append("")
@@ -180,17 +195,33 @@ def _tail(run: FinishedRun) -> str:
         root = repo_relative(paths.index_html.parent.parent, ci.workspace)
         if ci.artifact and ci.repository and ci.run_id and not Path(root).is_absolute():
             # the workflow uploads the report folder as the artifact's root: download it back to the same place
-            commands.insert(0, shlex.join(["gh", "run", "download", ci.run_id, "--repo", ci.repository,
-                                           "--name", ci.artifact, "--dir", root]))
-        lines += ["### Replay", "", "The failing scenario (shrunk, where a suite found it), on your machine:", "", code_block("\n".join(commands))]
+            commands.insert(
+                0,
+                shlex.join(
+                    ["gh", "run", "download", ci.run_id, "--repo", ci.repository, "--name", ci.artifact, "--dir", root]
+                ),
+            )
+        lines += [
+            "### Replay",
+            "",
+            "The failing scenario (shrunk, where a suite found it), on your machine:",
+            "",
+            code_block("\n".join(commands)),
+        ]
     html = repo_relative(paths.index_html, ci.workspace)
     where = f"the artifact **{md(ci.artifact)}**" if ci.artifact else "the uploaded reports artifact"
     if ci.run_url:
         where += f" of [this run]({ci.run_url}#artifacts)"
-    files = ", ".join(code(repo_relative(p, ci.workspace)) for p in (paths.divergences_json, paths.scenario_json, paths.junit_xml))
-    lines += ["### Report", "",
-              f"HTML report {code(html, 400)} (self-contained; open it after downloading) in {where}.",
-              f"Alongside it: {files}.", ""]
+    files = ", ".join(
+        code(repo_relative(p, ci.workspace)) for p in (paths.divergences_json, paths.scenario_json, paths.junit_xml)
+    )
+    lines += [
+        "### Report",
+        "",
+        f"HTML report {code(html, 400)} (self-contained; open it after downloading) in {where}.",
+        f"Alongside it: {files}.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 

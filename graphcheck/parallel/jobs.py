@@ -60,7 +60,7 @@ class RunSpec:
         return json.dumps(dataclasses.asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunSpec":
+    def from_json(cls, text: str) -> RunSpec:
         data = json.loads(text)
         data["faults"] = tuple(data["faults"])
         data["database"] = DatabaseSpec(**data["database"])
@@ -93,7 +93,11 @@ class JobResult:
     def fuzz_result(self) -> FuzzResult:
         """As a FuzzResult, its suite labelled with the seed (one row per job in the summary)."""
         return FuzzResult(
-            f"{self.job.suite} seed {self.job.seed}", self.examples, self.steps, self.failing, self.elapsed_s,
+            f"{self.job.suite} seed {self.job.seed}",
+            self.examples,
+            self.steps,
+            self.failing,
+            self.elapsed_s,
             self.first_failure_at,
         )
 
@@ -114,11 +118,17 @@ class JobResult:
         return json.dumps(data, indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "JobResult":
+    def from_json(cls, text: str) -> JobResult:
         data = json.loads(text)
         return cls(
-            Job(**data["job"]), data["examples"], data["steps"], data["elapsed_s"], data["first_failure_at"],
-            pickle.loads(base64.b64decode(data["outcomes"])), data["error"], data["backend_unavailable"],
+            Job(**data["job"]),
+            data["examples"],
+            data["steps"],
+            data["elapsed_s"],
+            data["first_failure_at"],
+            pickle.loads(base64.b64decode(data["outcomes"])),
+            data["error"],
+            data["backend_unavailable"],
         )
 
 
@@ -153,7 +163,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     return result
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _open_database(spec: DatabaseSpec) -> Any:
     """One database per worker process, shared by its jobs (opening a Redis one pings the server)."""
     return spec.open()
@@ -162,8 +172,14 @@ def _open_database(spec: DatabaseSpec) -> Any:
 def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
     suite = load_suites()[job.suite]
     fuzzed = fuzz_suite(
-        suite.name, suite.strategy(), backend, examples=spec.examples, seed=job.seed, faults=spec.faults,
-        pending_path=pending, database=_open_database(spec.database),
+        suite.name,
+        suite.strategy(),
+        backend,
+        examples=spec.examples,
+        seed=job.seed,
+        faults=spec.faults,
+        pending_path=pending,
+        database=_open_database(spec.database),
         database_key=database_key(suite.name, backend, spec.faults),
     )
     outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []

@@ -81,12 +81,16 @@ def worker_args(workers: int, backend: Any, xdist_args: Sequence[str], environ: 
 
 
 def _names_workers(arg: str) -> bool:
-    return arg in ("-n", "--numprocesses", "--tx") or arg.startswith(("--tx=", "--numprocesses=")) or bool(
-        re.fullmatch(r"-n(\d+|auto|logical)", arg)
+    return (
+        arg in ("-n", "--numprocesses", "--tx")
+        or arg.startswith(("--tx=", "--numprocesses="))
+        or bool(re.fullmatch(r"-n(\d+|auto|logical)", arg))
     )
 
 
-def pytest_command(spec_path: Path, results: Path, workers: list[str], keep_going: bool, xdist_args: Sequence[str]) -> list[str]:
+def pytest_command(
+    spec_path: Path, results: Path, workers: list[str], keep_going: bool, xdist_args: Sequence[str]
+) -> list[str]:
     """``python -m pytest`` over the job module, isolated from the project's own pytest configuration."""
     import graphcheck.parallel.xdist_jobs
 
@@ -95,10 +99,26 @@ def pytest_command(spec_path: Path, results: Path, workers: list[str], keep_goin
     # --tx workers need a --dist mode (-n implies "load"); jobs go to whichever worker is free.
     dist = [] if any(a in ("-d", "--dist") or a.startswith("--dist=") for a in xdist_args) else ["--dist", "load"]
     return [
-        sys.executable, "-m", "pytest", str(Path(graphcheck.parallel.xdist_jobs.__file__)),
-        "-p", "graphcheck.parallel.xdist_plugin", "--graphcheck-spec", str(spec_path),
-        "-c", str(ini), "--rootdir", str(results), "--noconftest", "-p", "no:cacheprovider", "-q",
-        *([] if keep_going else ["-x"]), *dist, *workers, *xdist_args,
+        sys.executable,
+        "-m",
+        "pytest",
+        str(Path(graphcheck.parallel.xdist_jobs.__file__)),
+        "-p",
+        "graphcheck.parallel.xdist_plugin",
+        "--graphcheck-spec",
+        str(spec_path),
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(results),
+        "--noconftest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *([] if keep_going else ["-x"]),
+        *dist,
+        *workers,
+        *xdist_args,
     ]
 
 
@@ -131,15 +151,24 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
     results = plan.out_dir / "jobs"
     results.mkdir()
     spec = RunSpec(
-        backend=plan.backend.name, emulate=bool(args.emulate), faults=tuple(plan.faults), examples=plan.examples,
-        steps=args.steps, database=plan.database, results_dir=str(results),
+        backend=plan.backend.name,
+        emulate=bool(args.emulate),
+        faults=tuple(plan.faults),
+        examples=plan.examples,
+        steps=args.steps,
+        database=plan.database,
+        results_dir=str(results),
         jobs=plan_jobs([s.name for s in plan.suites], plan.seed, plan.jobs),
     )
     spec_path = results / "spec.json"
     spec_path.write_text(spec.to_json(), encoding="utf-8")
     env = _child_env(dict(os.environ))
-    command = pytest_command(spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args)
-    console.print(f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs; log: {results / 'pytest.log'}")
+    command = pytest_command(
+        spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args
+    )
+    console.print(
+        f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs; log: {results / 'pytest.log'}"
+    )
     code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
     stopped_by_x = code == 2 and any(r.diverged or r.error for r in found.values())  # -x reports "interrupted"
     if code in (2, 3, 4, 5) and not stopped_by_x:  # interrupted, internal error, usage error, no tests
@@ -190,9 +219,15 @@ def job_line(result: JobResult) -> str:
     return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(first.headline())}"
 
 
-def merge_results(spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool) -> tuple[list[CheckOutcome], list[FuzzResult]]:
+def merge_results(
+    spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool
+) -> tuple[list[CheckOutcome], list[FuzzResult]]:
     """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios."""
-    results = [_with_crash(found[job.id], spec) if found[job.id].error else found[job.id] for job in spec.jobs if job.id in found]
+    results = [
+        _with_crash(found[job.id], spec) if found[job.id].error else found[job.id]
+        for job in spec.jobs
+        if job.id in found
+    ]
     fuzzed = [r.fuzz_result() for r in results if r.job.suite != BUILTIN]
     outcomes: list[CheckOutcome] = []
     for suite in dict.fromkeys(j.suite for j in spec.jobs if j.suite != BUILTIN):
@@ -224,7 +259,13 @@ def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
         raise RuntimeError(f"job {result.job.id} failed before running a scenario:\n{result.error}")
     scenario = Scenario.from_json(pending.read_text(encoding="utf-8"))
     crash = Divergence(
-        "crash", 0, "worker", "worker process", "a finished job", "no result", detail=result.error,
+        "crash",
+        0,
+        "worker",
+        "worker process",
+        "a finished job",
+        "no result",
+        detail=result.error,
     )
     outcome = CheckOutcome(scenario, spec.backend, "none", divergences=[crash], faults=spec.faults)
     return dataclasses.replace(result, outcomes=[outcome])

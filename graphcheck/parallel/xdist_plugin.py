@@ -81,4 +81,3 @@ class _ResultWriter:
         tmp = self.folder / f".{result.job.id}.json.tmp"
         tmp.write_text(result.to_json(), encoding="utf-8")
         tmp.replace(self.folder / f"{result.job.id}.json")
-

@@ -30,27 +30,53 @@ def search_dict(search: SearchResult) -> dict[str, Any]:
     det, shrunk = search.detection, search.shrunk
     first = None
     if det is not None:
-        first = {"suite": det.suite, "seconds": det.seconds, "examples": det.examples, "kind": det.kind,
-                 "divergence": divergence_dict(det.outcome.first)}
+        first = {
+            "suite": det.suite,
+            "seconds": det.seconds,
+            "examples": det.examples,
+            "kind": det.kind,
+            "divergence": divergence_dict(det.outcome.first),
+        }
     small = None
     if shrunk is not None:
         requests, steps = shrunk.size
-        small = {"requests": requests, "steps": steps, "kind": shrunk.outcome.first.kind,
-                 "divergence": divergence_dict(shrunk.outcome.first), "examples": shrunk.examples,
-                 "seconds": shrunk.seconds, "complete": shrunk.complete}
-    return {"suites": list(search.suites), "examples": search.examples, "seconds": search.seconds,
-            "detected": search.detected, "first": first, "shrunk": small}
+        small = {
+            "requests": requests,
+            "steps": steps,
+            "kind": shrunk.outcome.first.kind,
+            "divergence": divergence_dict(shrunk.outcome.first),
+            "examples": shrunk.examples,
+            "seconds": shrunk.seconds,
+            "complete": shrunk.complete,
+        }
+    return {
+        "suites": list(search.suites),
+        "examples": search.examples,
+        "seconds": search.seconds,
+        "detected": search.detected,
+        "first": first,
+        "shrunk": small,
+    }
 
 
 def baseline_dict(baseline: BaselineResult) -> dict[str, Any]:
-    return {"detected": baseline.detected, "failed_cases": len(baseline.failed), "cases": jsonable(baseline.cases),
-            "elapsed_s": baseline.elapsed_s}
+    return {
+        "detected": baseline.detected,
+        "failed_cases": len(baseline.failed),
+        "cases": jsonable(baseline.cases),
+        "elapsed_s": baseline.elapsed_s,
+    }
 
 
 def fault_dict(result: FaultResult) -> dict[str, Any]:
-    data = {"fault": result.fault, "bug_class": result.bug_class, "signal": result.signal,
-            "detected": result.detected, "search": search_dict(result.search),
-            "baseline": baseline_dict(result.baseline)}
+    data = {
+        "fault": result.fault,
+        "bug_class": result.bug_class,
+        "signal": result.signal,
+        "detected": result.detected,
+        "search": search_dict(result.search),
+        "baseline": baseline_dict(result.baseline),
+    }
     if result.search.shrunk is not None:
         data["scenario_file"] = scenario_file(result.fault)
     return data
@@ -59,18 +85,37 @@ def fault_dict(result: FaultResult) -> dict[str, Any]:
 def catalog_document(result: CatalogResult, info: CatalogInfo) -> dict[str, Any]:
     s = result.summary
     clean = result.clean
-    return jsonable({
-        "format": FORMAT_VERSION,
-        "command": info.command, "started_at": info.started_at, "version": info.version,
-        "backend": result.backend, "description": result.description, "emulate": info.emulate,
-        "settings": result.settings, "elapsed_s": result.elapsed_s, "passed": result.passed,
-        "summary": {"faults": s.faults, "detected": s.detected, "rate": s.rate,
-                    "baseline_detected": s.baseline_detected, "baseline_rate": s.baseline_rate,
-                    "median_seconds_to_detect": s.median_seconds, "median_examples_to_detect": s.median_examples,
-                    "median_shrunk_requests": s.median_shrunk_requests, "median_shrunk_steps": s.median_shrunk_steps},
-        "faults": [fault_dict(f) for f in result.faults],
-        "clean": {"clean": clean.clean, "search": search_dict(clean.search), "baseline": baseline_dict(clean.baseline)},
-    })
+    return jsonable(
+        {
+            "format": FORMAT_VERSION,
+            "command": info.command,
+            "started_at": info.started_at,
+            "version": info.version,
+            "backend": result.backend,
+            "description": result.description,
+            "emulate": info.emulate,
+            "settings": result.settings,
+            "elapsed_s": result.elapsed_s,
+            "passed": result.passed,
+            "summary": {
+                "faults": s.faults,
+                "detected": s.detected,
+                "rate": s.rate,
+                "baseline_detected": s.baseline_detected,
+                "baseline_rate": s.baseline_rate,
+                "median_seconds_to_detect": s.median_seconds,
+                "median_examples_to_detect": s.median_examples,
+                "median_shrunk_requests": s.median_shrunk_requests,
+                "median_shrunk_steps": s.median_shrunk_steps,
+            },
+            "faults": [fault_dict(f) for f in result.faults],
+            "clean": {
+                "clean": clean.clean,
+                "search": search_dict(clean.search),
+                "baseline": baseline_dict(clean.baseline),
+            },
+        }
+    )
 
 
 def _write_scenarios(result: CatalogResult, folder: Path) -> None:

@@ -72,8 +72,19 @@ def search_view(search: SearchResult, name: str, result: CatalogResult, info: Ca
     note = f"{shrunk.examples} runs, {shrunk.seconds:.1f} s" + ("" if shrunk.complete else ", cut at the shrink budget")
     path = out_dir / scenario_file(name)
     return SearchView(
-        True, base.suites, base.examples, _seconds(det.seconds), det.suite, first.kind, first.tensor, first.headline(),
-        f"{requests} × {steps}" + ("" if shrunk.complete else "*"), small.kind, small.headline(), note, scenario_file(name),
+        True,
+        base.suites,
+        base.examples,
+        _seconds(det.seconds),
+        det.suite,
+        first.kind,
+        first.tensor,
+        first.headline(),
+        f"{requests} × {steps}" + ("" if shrunk.complete else "*"),
+        small.kind,
+        small.headline(),
+        note,
+        scenario_file(name),
         replay_command(path, result.backend, info.emulate, name),
     )
 
@@ -81,8 +92,13 @@ def search_view(search: SearchResult, name: str, result: CatalogResult, info: Ca
 def fault_row(fault: FaultResult, result: CatalogResult, info: CatalogInfo, out_dir: Path) -> FaultRow:
     baseline = fault.baseline
     return FaultRow(
-        fault.fault, fault.bug_class, fault.signal, search_view(fault.search, fault.fault, result, info, out_dir),
-        baseline.detected, f"{len(baseline.failed)} / {len(baseline.cases)} cases", baseline.first_failure,
+        fault.fault,
+        fault.bug_class,
+        fault.signal,
+        search_view(fault.search, fault.fault, result, info, out_dir),
+        baseline.detected,
+        f"{len(baseline.failed)} / {len(baseline.cases)} cases",
+        baseline.first_failure,
     )
 
 

@@ -85,9 +85,7 @@ def sources_of(pair: str) -> tuple[str, str]:
     return (left.strip(), right.strip()) if sep else ("expected", "actual")
 
 
-def cap(
-    items: Sequence[T], important: Callable[[T], bool], limit: int, context: int = 2
-) -> Capped[T]:
+def cap(items: Sequence[T], important: Callable[[T], bool], limit: int, context: int = 2) -> Capped[T]:
     """At most ``limit`` items: every important one (with ``context`` neighbours) first, then the earliest."""
     n = len(items)
     if n <= limit:

@@ -89,7 +89,7 @@ class RunView:
 
     @property
     def fuzz_counts(self) -> str:
-        """"7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
+        """ "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
         if not self.suites:
             return ""
         n = len(self.suites)

@@ -93,8 +93,11 @@ def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None,
         failure.text = xml_text(f"{_shrink_line(run)}\n\n{failure_text(outcome)}")
     elif not run.clean:
         failure = ET.SubElement(case, "failure", message=xml_text(run.first or "divergence"), type="divergence")
-        why = ("It did not diverge when checked again." if outcome is not None else
-               "It is not in this report (a smaller one of the same suite is, or the search kept none).")
+        why = (
+            "It did not diverge when checked again."
+            if outcome is not None
+            else "It is not in this report (a smaller one of the same suite is, or the search kept none)."
+        )
         failure.text = xml_text(f"{_shrink_line(run)}\n{why}")
     text = suite_summary(run)
     if outcome is not None and first is None and outcome.ambiguous:
@@ -138,9 +141,7 @@ def _properties(suite: ET.Element, run_info: RunInfo) -> None:
         ET.SubElement(props, "property", name=name, value=xml_text(value))
 
 
-def junit_tree(
-    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()
-) -> ET.ElementTree:
+def junit_tree(outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()) -> ET.ElementTree:
     pairing = pair_suites(suites, outcomes)
     suite = ET.Element(
         "testsuite",

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from graphcheck.check.diff import KINDS, Divergence
 from graphcheck.check.records import SOURCES, Binding, CheckOutcome, StepRecord
-from graphcheck.report.fmt import Capped, cap, hex_ptr, human_bytes, signed_bytes, show
+from graphcheck.report.fmt import Capped, cap, hex_ptr, human_bytes, show, signed_bytes
 from graphcheck.report.views import DivRow, div_rows, records_by_step
 
 MAX_DETAIL_ROWS = 200
@@ -15,11 +15,17 @@ MAX_SEQUENCE_TOKENS = 400
 MAX_TRACEBACK_CHARS = 20_000
 
 TITLES: dict[str, tuple[str, str]] = {
-    "address": ("Address", "A graph static input no longer points at the storage it captured: the buffer was "
-                "rebound instead of updated in place, or the captured storage was freed. Replays read stale memory."),
+    "address": (
+        "Address",
+        "A graph static input no longer points at the storage it captured: the buffer was "
+        "rebound instead of updated in place, or the captured storage was freed. Replays read stale memory.",
+    ),
     "shape": ("Shape", "Bucket choice, padded vs real token counts, output slicing or buffer capacity disagree."),
-    "seed": ("Seed", "infer_seed after a step disagrees: a path that does not advance it, advances it outside "
-             "the graph, or by the wrong amount."),
+    "seed": (
+        "Seed",
+        "infer_seed after a step disagrees: a path that does not advance it, advances it outside "
+        "the graph, or by the wrong amount.",
+    ),
     "token": ("Token", "Accepted tokens, draft tokens or stop flags differ."),
     "value": ("Value", "Lengths, step_idx, the running set or other state the next step depends on differ."),
     "memory": ("Memory", "Memory held by the engine and its graphs grew across replays after warmup."),
@@ -115,6 +121,7 @@ class KindSection:
 
 # -- address ----------------------------------------------------------------
 
+
 def binding_rows(outcome: CheckOutcome) -> list[BindingRow]:
     """Every stale binding the graph engine reported, once, with the steps it was seen on."""
     seen: dict[tuple, tuple[Binding, list[int]]] = {}
@@ -143,6 +150,7 @@ def _binding_row(b: Binding, steps: list[int]) -> BindingRow:
 
 # -- shape ------------------------------------------------------------------
 
+
 def expected_bucket(capture_sizes: Sequence[int], real_bsz: int) -> int | None:
     """The smallest capture size >= real_bsz; None when the batch is larger than every bucket."""
     fits = [s for s in capture_sizes if s >= real_bsz]
@@ -159,19 +167,25 @@ def shape_rows(outcome: CheckOutcome, divs: Sequence[Divergence]) -> list[ShapeR
             continue
         want = expected_bucket(cfg.capture_sizes, rec.real_bsz)
         want_padded = None if want is None else want * cfg.tokens_per_request
-        rows.append(ShapeRow(
-            step=step, real_bsz=rec.real_bsz, num_running=rec.num_running,
-            expected_bucket="eager" if want is None else str(want),
-            used_bucket="eager" if rec.bucket is None else str(rec.bucket),
-            real_tokens=rec.real_tokens, padded_tokens=rec.padded_tokens,
-            expected_padded="—" if want_padded is None else str(want_padded),
-            bucket_ok=rec.bucket == want or not rec.used_graph,
-            padded_ok=want_padded is None or not rec.used_graph or rec.padded_tokens == want_padded,
-        ))
+        rows.append(
+            ShapeRow(
+                step=step,
+                real_bsz=rec.real_bsz,
+                num_running=rec.num_running,
+                expected_bucket="eager" if want is None else str(want),
+                used_bucket="eager" if rec.bucket is None else str(rec.bucket),
+                real_tokens=rec.real_tokens,
+                padded_tokens=rec.padded_tokens,
+                expected_padded="—" if want_padded is None else str(want_padded),
+                bucket_ok=rec.bucket == want or not rec.used_graph,
+                padded_ok=want_padded is None or not rec.used_graph or rec.padded_tokens == want_padded,
+            )
+        )
     return rows
 
 
 # -- seed -------------------------------------------------------------------
+
 
 def seed_table(outcome: CheckOutcome, divs: Sequence[Divergence]) -> Capped[SeedRow]:
     wanted = {d.request_id for d in divs if d.request_id is not None}
@@ -194,14 +208,12 @@ def _seed_row(step: int, rid: str, by_source: list[dict[int, StepRecord]]) -> Se
         return None
     present = {s for s in seeds if s is not None}
     reference = seeds[0]
-    cells = tuple(
-        Cell(show(s), "bad" if s is not None and len(present) > 1 and s != reference else "")
-        for s in seeds
-    )
+    cells = tuple(Cell(show(s), "bad" if s is not None and len(present) > 1 and s != reference else "") for s in seeds)
     return SeedRow(step, rid, slot, cells, len(present) > 1)
 
 
 # -- token ------------------------------------------------------------------
+
 
 def sequences(outcome: CheckOutcome, rid: str) -> dict[str, list[tuple[int, int]]]:
     """(token, step) pairs each source accepted for ``rid``, in step order; sources without records left out."""
@@ -226,8 +238,11 @@ def token_seq(outcome: CheckOutcome, rid: str, ambiguous_ids: set[str]) -> Token
     start = max(0, first - MAX_SEQUENCE_TOKENS // 4) if first and first >= MAX_SEQUENCE_TOKENS // 2 else 0
     stop = start + MAX_SEQUENCE_TOKENS
     rows = tuple(
-        (source, len(seq), tuple(Cell(str(t), css[p], f"position {p}, step {s}")
-                                 for p, (t, s) in enumerate(seq) if start <= p < stop))
+        (
+            source,
+            len(seq),
+            tuple(Cell(str(t), css[p], f"position {p}, step {s}") for p, (t, s) in enumerate(seq) if start <= p < stop),
+        )
         for source, seq in seqs.items()
     )
     return TokenSeq(rid, first, _step_at(seqs, first), start, rows, max(0, length - stop))
@@ -261,6 +276,7 @@ def token_seqs(outcome: CheckOutcome, divs: Sequence[Divergence]) -> list[TokenS
 
 # -- memory and crashes -------------------------------------------------------
 
+
 def memory_table(outcome: CheckOutcome, divs: Sequence[Divergence]) -> Capped[MemoryRow]:
     flagged = {d.step for d in divs}
     eager, graph = records_by_step(outcome, "eager"), records_by_step(outcome, "graph")
@@ -284,13 +300,17 @@ def tracebacks(divs: Sequence[Divergence]) -> list[TracebackView]:
         text = d.detail or show(d.actual, limit=MAX_TRACEBACK_CHARS)
         if len(text) > MAX_TRACEBACK_CHARS:
             text = f"… {len(text) - MAX_TRACEBACK_CHARS} characters cut …\n" + text[-MAX_TRACEBACK_CHARS:]
-        where = ", ".join(x for x in (f"request {d.request_id}" if d.request_id else "",
-                                       f"slot {d.slot}" if d.slot is not None else "") if x)
+        where = ", ".join(
+            x
+            for x in (f"request {d.request_id}" if d.request_id else "", f"slot {d.slot}" if d.slot is not None else "")
+            if x
+        )
         views.append(TracebackView(d.kind, d.step, where or "—", d.tensor, text))
     return views
 
 
 # -- assembly -----------------------------------------------------------------
+
 
 def kind_section(outcome: CheckOutcome, kind: str, divs: list[Divergence]) -> KindSection:
     title, blurb = TITLES.get(kind, (kind.title(), ""))

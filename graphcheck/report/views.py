@@ -186,7 +186,7 @@ def running_text(rec: StepRecord) -> str:
 
 
 def step_status(step: int, divs: Sequence[Divergence], first_step: int | None) -> str:
-    """"first" on the headline's step, "fail" where anything failed, "amb" where only ambiguity."""
+    """ "first" on the headline's step, "fail" where anything failed, "amb" where only ambiguity."""
     if any(not d.ambiguous for d in divs):
         return "first" if step == first_step else "fail"
     return "amb" if divs else "ok"

@@ -26,18 +26,55 @@ from graphcheck.scenario import (
 def _demo_requests() -> tuple[RequestSpec, ...]:
     return (
         # Short-lived: ends on max_dec_len long before the run does.
-        RequestSpec("r0", 0, (3, 14, 15, 9, 26), max_dec_len=7, eos_token_ids=(1,),
-                    temperature=0.7, top_p=0.9, top_k=0, seed=12345),
+        RequestSpec(
+            "r0",
+            0,
+            (3, 14, 15, 9, 26),
+            max_dec_len=7,
+            eos_token_ids=(1,),
+            temperature=0.7,
+            top_p=0.9,
+            top_k=0,
+            seed=12345,
+        ),
         # Aborted mid-way; its seed wraps around SEED_MODULUS after a few steps.
-        RequestSpec("r1", 0, (2, 7, 18, 28), max_dec_len=40, eos_token_ids=(1, 2),
-                    temperature=1.3, top_p=1.0, top_k=8, seed=SEED_MODULUS - 37, abort_step=9),
+        RequestSpec(
+            "r1",
+            0,
+            (2, 7, 18, 28),
+            max_dec_len=40,
+            eos_token_ids=(1, 2),
+            temperature=1.3,
+            top_p=1.0,
+            top_k=8,
+            seed=SEED_MODULUS - 37,
+            abort_step=9,
+        ),
         # Goes through reasoning_status 1 (drafts all rejected) and back.
-        RequestSpec("r2", 2, (5, 5, 5, 31, 62, 40), max_dec_len=40, eos_token_ids=(0,),
-                    temperature=0.4, top_p=0.8, top_k=20, seed=7,
-                    reasoning=(ReasoningChange(4, 1), ReasoningChange(7, 2))),
+        RequestSpec(
+            "r2",
+            2,
+            (5, 5, 5, 31, 62, 40),
+            max_dec_len=40,
+            eos_token_ids=(0,),
+            temperature=0.4,
+            top_p=0.8,
+            top_k=20,
+            seed=7,
+            reasoning=(ReasoningChange(4, 1), ReasoningChange(7, 2)),
+        ),
         # Arrives while all three slots are busy: waits in the queue.
-        RequestSpec("r3", 3, (60, 1, 33), max_dec_len=30, eos_token_ids=(63,),
-                    temperature=2.0, top_p=0.95, top_k=0, seed=2**40 + 3),
+        RequestSpec(
+            "r3",
+            3,
+            (60, 1, 33),
+            max_dec_len=30,
+            eos_token_ids=(63,),
+            temperature=2.0,
+            top_p=0.95,
+            top_k=0,
+            seed=2**40 + 3,
+        ),
     )
 
 
@@ -108,12 +145,21 @@ def shrinking_batch(verify_strategy: str = "target_match", graph_scope: str = "s
         model_seed=77,
     )
     requests = (
-        RequestSpec("r0", 0, (11, 4, 29, 50), max_dec_len=60, eos_token_ids=(63,),
-                    temperature=0.8, top_p=0.9, seed=101),
-        RequestSpec("r1", 0, (7, 7, 23, 2), max_dec_len=60, eos_token_ids=(63,),
-                    temperature=1.2, top_k=10, seed=202, abort_step=5),
-        RequestSpec("r2", 0, (40, 18, 3, 9), max_dec_len=60, eos_token_ids=(63,),
-                    temperature=0.5, top_p=0.7, seed=303),
+        RequestSpec(
+            "r0", 0, (11, 4, 29, 50), max_dec_len=60, eos_token_ids=(63,), temperature=0.8, top_p=0.9, seed=101
+        ),
+        RequestSpec(
+            "r1",
+            0,
+            (7, 7, 23, 2),
+            max_dec_len=60,
+            eos_token_ids=(63,),
+            temperature=1.2,
+            top_k=10,
+            seed=202,
+            abort_step=5,
+        ),
+        RequestSpec("r2", 0, (40, 18, 3, 9), max_dec_len=60, eos_token_ids=(63,), temperature=0.5, top_p=0.7, seed=303),
     )
     return _fit(Scenario(config, requests, (), num_steps, f"shrinking-batch-{graph_scope}"))
 
@@ -176,4 +222,12 @@ def builtin_scenarios(steps: int) -> list[Scenario]:
     return picked
 
 
-__all__ = ["BUILTIN", "BUILTIN_MODES", "builtin", "builtin_scenarios", "demo_scenario", "late_joiner", "shrinking_batch"]
+__all__ = [
+    "BUILTIN",
+    "BUILTIN_MODES",
+    "builtin",
+    "builtin_scenarios",
+    "demo_scenario",
+    "late_joiner",
+    "shrinking_batch",
+]

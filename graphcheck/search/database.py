@@ -47,7 +47,7 @@ class DatabaseSpec:
     location: str = ""  # an absolute directory path or a redis URL; "" for none
 
     @classmethod
-    def parse(cls, text: str | None) -> "DatabaseSpec":
+    def parse(cls, text: str | None) -> DatabaseSpec:
         """``text`` from the command line; None falls back to $GRAPHCHECK_DATABASE, then the default."""
         if text is None:
             text = os.environ.get(ENV_VAR) or str(DEFAULT_DIRECTORY)
@@ -90,9 +90,7 @@ def _open_redis(url: str) -> ExampleDatabase:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError:
-        raise InputError(
-            f"--database {url} needs the redis client: pip install 'graphcheck[redis]'"
-        ) from None
+        raise InputError(f"--database {url} needs the redis client: pip install 'graphcheck[redis]'") from None
     try:
         client = redis.Redis.from_url(url)
         client.ping()

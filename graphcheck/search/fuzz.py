@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
@@ -81,8 +82,12 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) ->
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job)."""
     entries = [
         {
-            "suite": r.suite, "examples": r.examples, "steps": r.steps, "elapsed_s": round(r.elapsed_s, 3),
-            "first_failure_at": r.first_failure_at, "clean": r.outcome is None or r.outcome.clean,
+            "suite": r.suite,
+            "examples": r.examples,
+            "steps": r.steps,
+            "elapsed_s": round(r.elapsed_s, 3),
+            "first_failure_at": r.first_failure_at,
+            "clean": r.outcome is None or r.outcome.clean,
             "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
         }
         for r in results
@@ -225,8 +230,16 @@ def fuzz_suite(
 class _Search:
     """The lockstep judge of one suite's search, and its counts."""
 
-    def __init__(self, name: str, backend: Any, faults: Sequence[str], pending_path: Path, budget: int,
-                 on_example: ExampleHook | None, on_progress: ProgressHook | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        backend: Any,
+        faults: Sequence[str],
+        pending_path: Path,
+        budget: int,
+        on_example: ExampleHook | None,
+        on_progress: ProgressHook | None,
+    ) -> None:
         self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()

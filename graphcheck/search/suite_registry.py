@@ -82,7 +82,7 @@ def _plugin_sources() -> Iterable[tuple[str, Any]]:
         yield f"entry point {point.name} ({point.value})", value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_suites() -> Mapping[str, Suite]:
     """Every suite ``graphcheck run`` knows, in run order: graphcheck's own, then plugins'."""
     return collect([(BUILTIN_SUITES, _load(BUILTIN_SUITES)), *_plugin_sources()])

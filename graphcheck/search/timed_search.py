@@ -123,8 +123,12 @@ class _Tracker:
 
 def _settings(examples: int) -> settings:
     return settings(
-        max_examples=examples, deadline=None, database=None, derandomize=False,
-        suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.generate, Phase.shrink),
     )
 
 
