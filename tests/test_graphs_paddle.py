@@ -21,7 +21,7 @@ paddle = pytest.importorskip("paddle")
 
 from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine.faults import FAULTS  # noqa: E402
-from graphcheck.backends.graphs import kernels  # noqa: E402
+from graphcheck.backends.graphs import kernels, paddle_ops  # noqa: E402
 from graphcheck.backends.graphs.base import HostSyncInCapture, PoisonedTensorError  # noqa: E402
 from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
 from graphcheck.backends.graphs.paddle_ops import PaddleOps  # noqa: E402
@@ -73,7 +73,7 @@ def runner():
     r = EmulatedRunner(PaddleOps())
     yield r
     r.close()
-    assert PaddleOps._patch_depth == 0 and not PaddleOps._originals
+    assert paddle_ops._HOST_READS.depth == 0 and not paddle_ops._HOST_READS.originals
 
 
 # --------------------------------------------------------------------------- storage handles

@@ -34,15 +34,15 @@ Importing this module does not import paddle.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-from .base import HostSyncInCapture, PoisonedTensorError
+from .base import PoisonedTensorError
 from .capture_state import CaptureState
+from .host_reads import HostReadPatch
 
 
 class _Tls(threading.local):
@@ -92,26 +92,18 @@ def check_not_poisoned(t: Any, what: str) -> None:
         )
 
 
-def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = _tls.capture
-        if state is not None and not _tls.bookkeeping:
-            raise HostSyncInCapture(
-                f"tensor.{name}() reads device data on the host; not allowed inside graph capture ({state.label})"
-            )
-        return original(self, *args, **kwargs)
+def _capturing() -> CaptureState | None:
+    """The capture that makes a host read raise on this thread, unless bookkeeping."""
+    return None if _tls.bookkeeping else _tls.capture
 
-    return guarded
+
+_HOST_READS = HostReadPatch(_HOST_READ_METHODS, _capturing)
 
 
 class PaddleOps:
     """Framework ops for paddle tensors (see the module docstring)."""
 
     framework = "paddle"
-    _patch_lock = threading.Lock()
-    _patch_depth = 0
-    _originals: dict[str, Any] = {}
 
     def __init__(self) -> None:
         import paddle
@@ -231,25 +223,5 @@ class PaddleOps:
 
     @contextmanager
     def _patched_host_reads(self) -> Iterator[None]:
-        cls, Tensor = PaddleOps, self.paddle.Tensor
-        with cls._patch_lock:
-            if cls._patch_depth == 0:
-                for name in _HOST_READ_METHODS:
-                    original = getattr(Tensor, name, None)
-                    if original is None:
-                        continue
-                    cls._originals[name] = Tensor.__dict__.get(name)
-                    setattr(Tensor, name, _host_read_guard(name, original))
-            cls._patch_depth += 1
-        try:
+        with _HOST_READS.applied(self.paddle.Tensor):
             yield
-        finally:
-            with cls._patch_lock:
-                cls._patch_depth -= 1
-                if cls._patch_depth == 0:
-                    for name, original in cls._originals.items():
-                        if original is None:
-                            delattr(Tensor, name)
-                        else:
-                            setattr(Tensor, name, original)
-                    cls._originals.clear()

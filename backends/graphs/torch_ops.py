@@ -13,10 +13,11 @@ import functools
 import itertools
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
 from .capture_state import CaptureState
+from .host_reads import HostReadPatch
 
 
 class _Tls(threading.local):
@@ -187,17 +188,14 @@ def _update_guard() -> None:
         guard.__exit__(None, None, None)
 
 
-def _host_read_guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = next((s for s in reversed(_tls.captures) if s.check_escapes), None)
-        if state is not None and not _tls.bookkeeping:
-            raise HostSyncInCapture(
-                f"tensor.{name}() reads device data on the host; not allowed inside graph capture ({state.label})"
-            )
-        return original(self, *args, **kwargs)
+def _capturing() -> CaptureState | None:
+    """The capture that makes a host read raise on this thread: the innermost emulator capture, unless bookkeeping."""
+    if _tls.bookkeeping:
+        return None
+    return next((s for s in reversed(_tls.captures) if s.check_escapes), None)
 
-    return guarded
+
+_HOST_READS = HostReadPatch(_HOST_READ_METHODS, _capturing)
 
 
 class TorchOps:
@@ -209,9 +207,6 @@ class TorchOps:
     """
 
     framework = "torch"
-    _patch_lock = threading.Lock()
-    _patch_depth = 0
-    _originals: dict[str, Any] = {}
 
     def __init__(self) -> None:
         import torch
@@ -332,22 +327,5 @@ class TorchOps:
         if not enabled:
             yield
             return
-        cls, Tensor = TorchOps, self.torch.Tensor
-        with cls._patch_lock:
-            if cls._patch_depth == 0:
-                for name in _HOST_READ_METHODS:
-                    cls._originals[name] = Tensor.__dict__.get(name)
-                    setattr(Tensor, name, _host_read_guard(name, getattr(Tensor, name)))
-            cls._patch_depth += 1
-        try:
+        with _HOST_READS.applied(self.torch.Tensor):
             yield
-        finally:
-            with cls._patch_lock:
-                cls._patch_depth -= 1
-                if cls._patch_depth == 0:
-                    for name, original in cls._originals.items():
-                        if original is None:
-                            delattr(Tensor, name)
-                        else:
-                            setattr(Tensor, name, original)
-                    cls._originals.clear()
