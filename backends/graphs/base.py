@@ -192,6 +192,21 @@ class Graph(ABC):
         return self._root_refs[i]() is not None
 
 
+class DeviceGraph(Graph):
+    """A graph a device API captured (``graph.replay()``); holds weak references to its static inputs."""
+
+    def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: TensorOps, label: str) -> None:
+        self.label = label
+        self._graph = graph
+        self._ops = ops
+        self.outputs = outputs
+        self.static_inputs = tuple(table.inputs)
+        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
+
+    def replay(self) -> None:
+        self._graph.replay()
+
+
 class GraphRunner(ABC):
     """Captures regions into graphs on one device."""
 

@@ -26,32 +26,23 @@ No torch.cuda API is called at import time.
 from __future__ import annotations
 
 import itertools
-import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, StaticInputTable
+from .base import DeviceGraph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .torch_ops import TorchOps
 from .warmup import ArgRecorder, region_label, restore, warm_up
 
 
-class CudaGraph(Graph):
+class CudaGraph(DeviceGraph):
     """A captured ``torch.cuda.CUDAGraph``; holds no reference to its static inputs."""
 
     def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: TorchOps, label: str) -> None:
         from torch.multiprocessing.reductions import StorageWeakRef
 
-        self.label = label
-        self._graph = graph
-        self._ops = ops
-        self.outputs = outputs
-        self.static_inputs = tuple(table.inputs)
-        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
+        super().__init__(graph, outputs, table, ops, label)
         self._storage_refs = tuple(StorageWeakRef(root.untyped_storage()) for root in table.roots)
-
-    def replay(self) -> None:
-        self._graph.replay()
 
     def _input_alive(self, i: int) -> bool:
         return not self._storage_refs[i].expired()

@@ -26,29 +26,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, StaticInputTable
+from .base import DeviceGraph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .paddle_ops import PaddleOps
 from .warmup import ArgRecorder, region_label, restore, warm_up
 
 
-class XpuGraph(Graph):
+class XpuGraph(DeviceGraph):
     """A captured paddle CUDAGraph on an XPU place; holds no reference to its static inputs."""
-
-    def __init__(self, graph: Any, outputs: Any, table: StaticInputTable, ops: PaddleOps, label: str) -> None:
-        self.label = label
-        self._graph = graph
-        self._ops = ops
-        self.outputs = outputs
-        self.static_inputs = tuple(table.inputs)
-        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
-
-    def replay(self) -> None:
-        self._graph.replay()
 
     def reset(self) -> None:
         """Free the captured graph (it cannot be replayed afterwards)."""
