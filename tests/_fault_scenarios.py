@@ -11,25 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from graphcheck.backends.engine.faults import (
-    CAPTURED_TEMPORARY_FREED,
-    CLONE_HELD_PER_STEP,
-    DRAFT_PADDING_WRITES_KV,
-    DRAFT_SUBSTEPS_REPLAY_FIRST,
-    HOST_MAX_SEQ_LEN_BAKED,
-    HOST_SYNC_IN_CAPTURE,
-    NAIVE_SEED_FROZEN,
-    OFFSETS_CUT_SHORT,
-    PHANTOM_REQUEST_BUCKET,
-    REASONING_RULE_SKIPPED_IN_GRAPH,
-    REBIND_OUTPUT_OFFSETS,
-    SEED_ADVANCE_OUTSIDE_GRAPH,
-    SEED_INDEXED_BY_TOKEN,
-    SLOTS_SIZED_BY_MAX_NUM_SEQS,
-    STALE_PADDING_ROWS,
-    UNSLICED_GRAPH_OUTPUT,
-    WARMUP_STATE_LEAKS,
-)
+from graphcheck.backends.engine import faults
 from graphcheck.scenario import (
     AcceptOverride,
     EngineConfig,
@@ -102,21 +84,21 @@ def reasoning_from_step_1(scope: str = "step") -> Scenario:
 
 #: fault name -> scenario builder (graph scope -> Scenario).
 FAULT_SCENARIOS: dict[str, Callable[..., Scenario]] = {
-    REBIND_OUTPUT_OFFSETS: lambda scope="forward_sampling": late_joiner(scope),
-    CAPTURED_TEMPORARY_FREED: joiner,
-    STALE_PADDING_ROWS: lambda scope="step": shrinking_batch("target_match", scope, num_steps=7),
-    DRAFT_PADDING_WRITES_KV: joiner,
-    UNSLICED_GRAPH_OUTPUT: lambda scope="forward": demo(scope),
-    PHANTOM_REQUEST_BUCKET: joiner,
-    SLOTS_SIZED_BY_MAX_NUM_SEQS: lambda scope="step": demo(scope, num_steps=2),
-    NAIVE_SEED_FROZEN: lambda scope="step": demo(scope, naive=True),
-    SEED_ADVANCE_OUTSIDE_GRAPH: joiner,
-    SEED_INDEXED_BY_TOKEN: lambda scope="step": demo(scope),
-    OFFSETS_CUT_SHORT: one_draft_substep,
-    HOST_MAX_SEQ_LEN_BAKED: long_prompt,
-    DRAFT_SUBSTEPS_REPLAY_FIRST: joiner,
-    CLONE_HELD_PER_STEP: lambda scope="step": demo(scope, num_steps=5),
-    WARMUP_STATE_LEAKS: joiner,
-    REASONING_RULE_SKIPPED_IN_GRAPH: reasoning_from_step_1,
-    HOST_SYNC_IN_CAPTURE: lambda scope="step": joiner(scope, num_steps=2),
+    faults.REBIND_OUTPUT_OFFSETS: lambda scope="forward_sampling": late_joiner(scope),
+    faults.CAPTURED_TEMPORARY_FREED: joiner,
+    faults.STALE_PADDING_ROWS: lambda scope="step": shrinking_batch("target_match", scope, num_steps=7),
+    faults.DRAFT_PADDING_WRITES_KV: joiner,
+    faults.UNSLICED_GRAPH_OUTPUT: lambda scope="forward": demo(scope),
+    faults.PHANTOM_REQUEST_BUCKET: joiner,
+    faults.SLOTS_SIZED_BY_MAX_NUM_SEQS: lambda scope="step": demo(scope, num_steps=2),
+    faults.NAIVE_SEED_FROZEN: lambda scope="step": demo(scope, naive=True),
+    faults.SEED_ADVANCE_OUTSIDE_GRAPH: joiner,
+    faults.SEED_INDEXED_BY_TOKEN: lambda scope="step": demo(scope),
+    faults.OFFSETS_CUT_SHORT: one_draft_substep,
+    faults.HOST_MAX_SEQ_LEN_BAKED: long_prompt,
+    faults.DRAFT_SUBSTEPS_REPLAY_FIRST: joiner,
+    faults.CLONE_HELD_PER_STEP: lambda scope="step": demo(scope, num_steps=5),
+    faults.WARMUP_STATE_LEAKS: joiner,
+    faults.REASONING_RULE_SKIPPED_IN_GRAPH: reasoning_from_step_1,
+    faults.HOST_SYNC_IN_CAPTURE: lambda scope="step": joiner(scope, num_steps=2),
 }

@@ -13,32 +13,8 @@ import dataclasses
 import pytest
 
 from graphcheck.backends.devices import resolve
-from graphcheck.backends.engine import Engine
-from graphcheck.backends.engine.faults import (
-    CAPTURED_TEMPORARY_FREED,
-    CLONE_HELD_PER_STEP,
-    DRAFT_PADDING_WRITES_KV,
-    DRAFT_SUBSTEPS_REPLAY_FIRST,
-    FAULTS,
-    HOST_MAX_SEQ_LEN_BAKED,
-    HOST_SYNC_IN_CAPTURE,
-    NAIVE_SEED_FROZEN,
-    NUM_BUG_CLASSES,
-    OFFSETS_CUT_SHORT,
-    PHANTOM_REQUEST_BUCKET,
-    REASONING_RULE_SKIPPED_IN_GRAPH,
-    REBIND_OUTPUT_OFFSETS,
-    SEED_ADVANCE_OUTSIDE_GRAPH,
-    SEED_INDEXED_BY_TOKEN,
-    SLOTS_SIZED_BY_MAX_NUM_SEQS,
-    STALE_PADDING_ROWS,
-    UNSLICED_GRAPH_OUTPUT,
-    WARMUP_STATE_LEAKS,
-    Fault,
-    UnknownFault,
-    check_faults,
-    fault_on,
-)
+from graphcheck.backends.engine import Engine, faults
+from graphcheck.backends.engine.faults import FAULTS, NUM_BUG_CLASSES, Fault, UnknownFault, check_faults, fault_on
 from graphcheck.check.lockstep import Lockstep, bindings_of, check_scenario
 from graphcheck.reference import make_weights
 from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
@@ -60,23 +36,23 @@ LAYERED_SCOPES = fast_first(GRAPH_SCOPES, lambda scope: scope == "step")
 
 #: Every fault and its bug class (docs/bug-classes.md): at least one per class.
 REQUIRED = {
-    REBIND_OUTPUT_OFFSETS: 1,
-    CAPTURED_TEMPORARY_FREED: 2,
-    STALE_PADDING_ROWS: 3,
-    DRAFT_PADDING_WRITES_KV: 4,
-    UNSLICED_GRAPH_OUTPUT: 5,
-    PHANTOM_REQUEST_BUCKET: 6,
-    SLOTS_SIZED_BY_MAX_NUM_SEQS: 7,
-    NAIVE_SEED_FROZEN: 8,
-    SEED_ADVANCE_OUTSIDE_GRAPH: 9,
-    SEED_INDEXED_BY_TOKEN: 10,
-    OFFSETS_CUT_SHORT: 11,
-    HOST_MAX_SEQ_LEN_BAKED: 12,
-    DRAFT_SUBSTEPS_REPLAY_FIRST: 13,
-    CLONE_HELD_PER_STEP: 14,
-    WARMUP_STATE_LEAKS: 15,
-    REASONING_RULE_SKIPPED_IN_GRAPH: 16,
-    HOST_SYNC_IN_CAPTURE: 17,
+    faults.REBIND_OUTPUT_OFFSETS: 1,
+    faults.CAPTURED_TEMPORARY_FREED: 2,
+    faults.STALE_PADDING_ROWS: 3,
+    faults.DRAFT_PADDING_WRITES_KV: 4,
+    faults.UNSLICED_GRAPH_OUTPUT: 5,
+    faults.PHANTOM_REQUEST_BUCKET: 6,
+    faults.SLOTS_SIZED_BY_MAX_NUM_SEQS: 7,
+    faults.NAIVE_SEED_FROZEN: 8,
+    faults.SEED_ADVANCE_OUTSIDE_GRAPH: 9,
+    faults.SEED_INDEXED_BY_TOKEN: 10,
+    faults.OFFSETS_CUT_SHORT: 11,
+    faults.HOST_MAX_SEQ_LEN_BAKED: 12,
+    faults.DRAFT_SUBSTEPS_REPLAY_FIRST: 13,
+    faults.CLONE_HELD_PER_STEP: 14,
+    faults.WARMUP_STATE_LEAKS: 15,
+    faults.REASONING_RULE_SKIPPED_IN_GRAPH: 16,
+    faults.HOST_SYNC_IN_CAPTURE: 17,
 }
 
 
@@ -124,7 +100,7 @@ def test_registry_is_typed_and_documented() -> None:
 def test_required_faults_and_their_classes() -> None:
     assert {name: FAULTS[name].bug_class for name in REQUIRED} == REQUIRED
     assert {f.bug_class for f in FAULTS.values()} == set(range(1, NUM_BUG_CLASSES + 1))
-    assert REBIND_OUTPUT_OFFSETS == "rebind-output-offsets" and NAIVE_SEED_FROZEN == "naive-seed-frozen"
+    assert faults.REBIND_OUTPUT_OFFSETS == "rebind-output-offsets" and faults.NAIVE_SEED_FROZEN == "naive-seed-frozen"
 
 
 def test_every_fault_has_its_scenario() -> None:
@@ -133,7 +109,7 @@ def test_every_fault_has_its_scenario() -> None:
 
 def test_unknown_fault_names_the_known_ones(cpu) -> None:
     with pytest.raises(UnknownFault) as err:
-        check_faults(["no-such-fault", REBIND_OUTPUT_OFFSETS])
+        check_faults(["no-such-fault", faults.REBIND_OUTPUT_OFFSETS])
     message = str(err.value)
     assert "no-such-fault" in message
     assert all(name in message for name in FAULTS)
@@ -143,9 +119,11 @@ def test_unknown_fault_names_the_known_ones(cpu) -> None:
 
 def test_check_faults_and_fault_on() -> None:
     assert check_faults([]) == frozenset()
-    assert check_faults([STALE_PADDING_ROWS, STALE_PADDING_ROWS]) == frozenset({STALE_PADDING_ROWS})
-    assert fault_on(frozenset({STALE_PADDING_ROWS}), STALE_PADDING_ROWS)
-    assert not fault_on(frozenset(), STALE_PADDING_ROWS)
+    assert check_faults([faults.STALE_PADDING_ROWS, faults.STALE_PADDING_ROWS]) == frozenset(
+        {faults.STALE_PADDING_ROWS}
+    )
+    assert fault_on(frozenset({faults.STALE_PADDING_ROWS}), faults.STALE_PADDING_ROWS)
+    assert not fault_on(frozenset(), faults.STALE_PADDING_ROWS)
     with pytest.raises(UnknownFault):
         fault_on(frozenset(), "typo-in-engine-code")
 
@@ -161,7 +139,7 @@ def test_fault_scenarios_are_builtins() -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_rebind_output_offsets_is_an_address_divergence(cpu, scope: str) -> None:
     """Step 0 (r0's prefill, eager) rebinds the offsets; step 1 replays bucket 1 on the old storage."""
-    first, outcome = first_failure(late_joiner(scope), cpu, REBIND_OUTPUT_OFFSETS)
+    first, outcome = first_failure(late_joiner(scope), cpu, faults.REBIND_OUTPUT_OFFSETS)
     assert (first.kind, first.step, first.tensor) == ("address", 1, "cu_seqlens_out")
     at_first = {(d.kind, d.tensor) for d in outcome.failures if d.step == 1}
     assert at_first == {("address", "cu_seqlens_out"), ("address", "batch_ids_out")}
@@ -169,7 +147,7 @@ def test_rebind_output_offsets_is_an_address_divergence(cpu, scope: str) -> None
 
 def test_rebind_output_offsets_then_token_where_the_graph_reads_them(cpu) -> None:
     """forward_sampling: once r1 runs in slot 1 (step 4), the graph's stale offsets misread its rows."""
-    lockstep = Lockstep(late_joiner("forward_sampling"), cpu, faults=[REBIND_OUTPUT_OFFSETS])
+    lockstep = Lockstep(late_joiner("forward_sampling"), cpu, faults=[faults.REBIND_OUTPUT_OFFSETS])
     for t in range(lockstep.scenario.num_steps):
         lockstep.step(t)  # keep going past the address divergence
     failures = lockstep.outcome.failures
@@ -182,7 +160,7 @@ def test_rebind_output_offsets_then_token_where_the_graph_reads_them(cpu) -> Non
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_rebind_output_offsets_on_the_demo(cpu, scope: str) -> None:
     """The demo's first replay (step 1) reports the rebinding, whatever else goes wrong there."""
-    outcome = check_scenario(with_scope(demo_scenario(num_steps=4), scope), cpu, faults=[REBIND_OUTPUT_OFFSETS])
+    outcome = check_scenario(with_scope(demo_scenario(num_steps=4), scope), cpu, faults=[faults.REBIND_OUTPUT_OFFSETS])
     assert outcome.first.step == 1
     address = [d for d in outcome.failures if d.kind == "address"]
     assert address and address[0].step == 1 and address[0].tensor == "cu_seqlens_out"
@@ -195,7 +173,7 @@ def test_rebind_output_offsets_on_the_demo(cpu, scope: str) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_stale_padding_rows_when_the_batch_shrinks_in_its_bucket(cpu, scope: str, verify: str) -> None:
     """shrinking_batch: r1 leaves at step 5, bucket 4 stays; rows 8..11 still map to r2's KV."""
-    first, outcome = first_failure(shrinking_batch(verify, scope, num_steps=7), cpu, STALE_PADDING_ROWS)
+    first, outcome = first_failure(shrinking_batch(verify, scope, num_steps=7), cpu, faults.STALE_PADDING_ROWS)
     assert first.kind in ("token", "value")
     assert (first.step, first.tensor, first.pair, first.request_id) == (5, "accept_tokens", "eager vs graph", "r2")
     graph = outcome.records["graph"]
@@ -205,7 +183,7 @@ def test_stale_padding_rows_when_the_batch_shrinks_in_its_bucket(cpu, scope: str
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_stale_padding_rows_on_the_demo(cpu, scope: str) -> None:
     """Demo step 1 replays bucket 2 (8 rows) with 6 real tokens; rows 6..7 keep the prefill's mapping."""
-    first, _ = first_failure(with_scope(demo_scenario(num_steps=4), scope), cpu, STALE_PADDING_ROWS)
+    first, _ = first_failure(with_scope(demo_scenario(num_steps=4), scope), cpu, faults.STALE_PADDING_ROWS)
     assert (first.kind, first.step, first.tensor, first.pair) == ("token", 1, "accept_tokens", "eager vs graph")
 
 
@@ -215,14 +193,14 @@ def test_stale_padding_rows_on_the_demo(cpu, scope: str) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_naive_seed_frozen_is_a_seed_divergence(cpu, scope: str) -> None:
     naive = demo_scenario(naive_mode=True, num_steps=3)
-    first, outcome = first_failure(with_scope(naive, scope), cpu, NAIVE_SEED_FROZEN)
+    first, outcome = first_failure(with_scope(naive, scope), cpu, faults.NAIVE_SEED_FROZEN)
     assert (first.kind, first.step, first.tensor, first.pair) == ("seed", 0, "infer_seed", "reference vs eager")
     pairs = {d.pair for d in outcome.failures if d.kind == "seed" and d.step == 0}
     assert pairs == {"reference vs eager", "reference vs graph"}  # both paths lost the advance
 
 
 def test_naive_seed_frozen_leaves_speculative_mode_alone(cpu) -> None:
-    assert check_scenario(demo_scenario(num_steps=6), cpu, faults=[NAIVE_SEED_FROZEN]).clean
+    assert check_scenario(demo_scenario(num_steps=6), cpu, faults=[faults.NAIVE_SEED_FROZEN]).clean
 
 
 # --------------------------------------------------------------------------- class 14
@@ -231,7 +209,7 @@ def test_naive_seed_frozen_leaves_speculative_mode_alone(cpu) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_clone_held_per_step_is_a_memory_divergence(cpu, scope: str) -> None:
     """Demo: first replay at step 1 sets the baseline; step 2 is a prefill (eager); step 3 replays again."""
-    first, outcome = first_failure(with_scope(demo_scenario(num_steps=5), scope), cpu, CLONE_HELD_PER_STEP)
+    first, outcome = first_failure(with_scope(demo_scenario(num_steps=5), scope), cpu, faults.CLONE_HELD_PER_STEP)
     assert (first.kind, first.step, first.tensor) == ("memory", 3, "memory_bytes")
     graph = outcome.records["graph"]
     one_clone = 8 * demo_scenario().config.max_padded_reqs  # seq_lens_this_time: [B] int64
@@ -259,7 +237,7 @@ def test_memory_bytes_counts_every_tensor_the_engine_holds(cpu) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_captured_temporary_freed_is_a_freed_static_input(cpu, scope: str) -> None:
     """The block-table copy each capture read died with the capture (reported before step 0); step 1 replays through it."""
-    first, outcome = first_failure(joiner(scope), cpu, CAPTURED_TEMPORARY_FREED)
+    first, outcome = first_failure(joiner(scope), cpu, faults.CAPTURED_TEMPORARY_FREED)
     assert (first.kind, first.step, first.tensor) == ("address", 0, "<unnamed int64[3, 8]>")
     assert first.actual is None and "captured storage was freed" in first.detail
     tokens = [d for d in outcome.failures if d.kind == "token" and d.pair == "eager vs graph"]
@@ -284,7 +262,7 @@ def test_a_clean_engine_has_no_unnamed_static_input(cpu, scope: str) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
     """Step 1 packs r0's drafts into bucket 1's 3 rows; padding rows write r0's draft KV position 0."""
-    first, outcome = first_failure(joiner(scope), cpu, DRAFT_PADDING_WRITES_KV)
+    first, outcome = first_failure(joiner(scope), cpu, faults.DRAFT_PADDING_WRITES_KV)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -301,13 +279,13 @@ def test_draft_padding_writes_kv_corrupts_slot_0(cpu, scope: str) -> None:
 @pytest.mark.parametrize("scope", fast_first(["forward", "forward_sampling"]))
 def test_unsliced_graph_output_hands_on_the_padded_rows(cpu, scope: str) -> None:
     """Demo step 1: 6 real tokens in bucket 2 (8 rows); the outputs go on with all 8."""
-    first, outcome = first_failure(demo(scope), cpu, UNSLICED_GRAPH_OUTPUT)
+    first, outcome = first_failure(demo(scope), cpu, faults.UNSLICED_GRAPH_OUTPUT)
     assert (first.kind, first.step, first.tensor, first.pair) == ("shape", 1, "real_tokens", "eager vs graph")
     assert (first.expected, first.actual) == (6, 8)
 
 
 def test_unsliced_graph_output_has_no_slice_in_scope_step(cpu) -> None:
-    assert check_scenario(demo("step"), cpu, faults=[UNSLICED_GRAPH_OUTPUT]).clean
+    assert check_scenario(demo("step"), cpu, faults=[faults.UNSLICED_GRAPH_OUTPUT]).clean
 
 
 # --------------------------------------------------------------------------- class 6
@@ -316,7 +294,7 @@ def test_unsliced_graph_output_has_no_slice_in_scope_step(cpu) -> None:
 @pytest.mark.parametrize("scope", fast_first(["step", "forward"]))
 def test_phantom_request_bucket_is_a_shape_divergence(cpu, scope: str) -> None:
     """Step 1: r0 alone (R = 1) must replay bucket 1; the phantom request makes it 2."""
-    first, _ = first_failure(joiner(scope), cpu, PHANTOM_REQUEST_BUCKET)
+    first, _ = first_failure(joiner(scope), cpu, faults.PHANTOM_REQUEST_BUCKET)
     assert (first.kind, first.step, first.tensor, first.expected, first.actual) == ("shape", 1, "bucket", 1, 2)
 
 
@@ -325,7 +303,7 @@ def test_phantom_request_bucket_is_a_shape_divergence(cpu, scope: str) -> None:
 
 def test_slots_sized_by_max_num_seqs_is_a_capacity_divergence(cpu) -> None:
     """Demo: max_num_seqs 3, largest bucket 4: 5 slots needed, 4 allocated."""
-    first, _ = first_failure(demo(num_steps=2), cpu, SLOTS_SIZED_BY_MAX_NUM_SEQS)
+    first, _ = first_failure(demo(num_steps=2), cpu, faults.SLOTS_SIZED_BY_MAX_NUM_SEQS)
     assert (first.kind, first.step, first.tensor, first.expected, first.actual) == (
         "shape",
         0,
@@ -340,7 +318,7 @@ def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, s
     """max_num_seqs 2 with bucket 4: 3 slots for a 4-slot capture; the capture itself fails."""
     base = late_joiner(scope, num_steps=2)
     scenario = validate(dataclasses.replace(base, config=dataclasses.replace(base.config, capture_sizes=(1, 2, 4))))
-    first, outcome = first_failure(scenario, cpu, SLOTS_SIZED_BY_MAX_NUM_SEQS)
+    first, outcome = first_failure(scenario, cpu, faults.SLOTS_SIZED_BY_MAX_NUM_SEQS)
     assert (first.kind, first.step, first.tensor) == ("capture", 0, "engine construction")
     assert "size" in first.actual and outcome.steps_run == 0
 
@@ -350,7 +328,7 @@ def test_slots_sized_by_max_num_seqs_fails_the_capture_of_a_larger_bucket(cpu, s
 
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_seed_advance_outside_graph_freezes_the_seed_of_replays(cpu, scope: str) -> None:
-    first, outcome = first_failure(joiner(scope), cpu, SEED_ADVANCE_OUTSIDE_GRAPH)
+    first, outcome = first_failure(joiner(scope), cpu, faults.SEED_ADVANCE_OUTSIDE_GRAPH)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "seed",
         1,
@@ -370,7 +348,7 @@ def test_seed_indexed_by_token_swaps_random_streams(cpu) -> None:
 
     Eager and graph paths share the bug, so the eager engine diverges first, whatever the scope.
     """
-    first, outcome = first_failure(demo("step"), cpu, SEED_INDEXED_BY_TOKEN)
+    first, outcome = first_failure(demo("step"), cpu, faults.SEED_INDEXED_BY_TOKEN)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -382,7 +360,7 @@ def test_seed_indexed_by_token_swaps_random_streams(cpu) -> None:
 
 
 def test_seed_indexed_by_token_leaves_greedy_alone(cpu) -> None:
-    assert check_scenario(joiner("step", num_steps=6), cpu, faults=[SEED_INDEXED_BY_TOKEN]).clean
+    assert check_scenario(joiner("step", num_steps=6), cpu, faults=[faults.SEED_INDEXED_BY_TOKEN]).clean
 
 
 # --------------------------------------------------------------------------- class 11
@@ -390,7 +368,7 @@ def test_seed_indexed_by_token_leaves_greedy_alone(cpu) -> None:
 
 def test_offsets_cut_short_loses_the_last_slot(cpu) -> None:
     """Step 0 (eager, any scope): r0's prefill drafts with slot 0's end offset never written (0): no proposal."""
-    first, _ = first_failure(one_draft_substep("step"), cpu, OFFSETS_CUT_SHORT)
+    first, _ = first_failure(one_draft_substep("step"), cpu, faults.OFFSETS_CUT_SHORT)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         0,
@@ -402,7 +380,7 @@ def test_offsets_cut_short_loses_the_last_slot(cpu) -> None:
 
 
 def test_offsets_cut_short_crashes_a_second_substep(cpu) -> None:
-    first, _ = first_failure(joiner("step"), cpu, OFFSETS_CUT_SHORT)
+    first, _ = first_failure(joiner("step"), cpu, faults.OFFSETS_CUT_SHORT)
     assert (first.kind, first.step, first.tensor) == ("crash", 0, "eager")
 
 
@@ -412,7 +390,7 @@ def test_offsets_cut_short_crashes_a_second_substep(cpu) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> None:
     """A 12-token prompt spans two KV blocks; graphs captured with the idle value attend over one."""
-    first, outcome = first_failure(long_prompt(scope), cpu, HOST_MAX_SEQ_LEN_BAKED)
+    first, outcome = first_failure(long_prompt(scope), cpu, faults.HOST_MAX_SEQ_LEN_BAKED)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -428,7 +406,7 @@ def test_host_max_seq_len_baked_cuts_attention_in_replays(cpu, scope: str) -> No
 
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_draft_substeps_replay_first_repeats_substep_0(cpu, scope: str) -> None:
-    first, _ = first_failure(joiner(scope), cpu, DRAFT_SUBSTEPS_REPLAY_FIRST)
+    first, _ = first_failure(joiner(scope), cpu, faults.DRAFT_SUBSTEPS_REPLAY_FIRST)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -439,7 +417,7 @@ def test_draft_substeps_replay_first_repeats_substep_0(cpu, scope: str) -> None:
 
 
 def test_draft_substeps_replay_first_needs_two_substeps(cpu) -> None:
-    assert check_scenario(one_draft_substep("forward"), cpu, faults=[DRAFT_SUBSTEPS_REPLAY_FIRST]).clean
+    assert check_scenario(one_draft_substep("forward"), cpu, faults=[faults.DRAFT_SUBSTEPS_REPLAY_FIRST]).clean
 
 
 # --------------------------------------------------------------------------- class 15
@@ -447,7 +425,7 @@ def test_draft_substeps_replay_first_needs_two_substeps(cpu) -> None:
 
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_warmup_state_leaks_into_the_first_replay(cpu, scope: str) -> None:
-    first, outcome = first_failure(joiner(scope), cpu, WARMUP_STATE_LEAKS)
+    first, outcome = first_failure(joiner(scope), cpu, faults.WARMUP_STATE_LEAKS)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -463,7 +441,7 @@ def test_warm_replay_puts_the_override_back(cpu) -> None:
     host = lambda e: e.xp.to_host(e.buffers.accept_override).tolist()  # noqa: E731
     clean = Engine(config, make_weights(config), device=cpu)
     assert host(clean) == [-1] * clean.sizes.slots
-    leaky = Engine(config, make_weights(config), device=cpu, faults=[WARMUP_STATE_LEAKS])
+    leaky = Engine(config, make_weights(config), device=cpu, faults=[faults.WARMUP_STATE_LEAKS])
     assert host(leaky) == [config.num_speculative_tokens] * leaky.sizes.slots
     assert leaky._override_host.tolist() == [-1] * leaky.sizes.slots  # the host mirror believes it is idle
 
@@ -474,7 +452,7 @@ def test_warm_replay_puts_the_override_back(cpu) -> None:
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
     """Step 1: reasoning_status 1 and a forced accept; eager rejects the draft, the graph takes it."""
-    first, outcome = first_failure(reasoning_from_step_1(scope), cpu, REASONING_RULE_SKIPPED_IN_GRAPH)
+    first, outcome = first_failure(reasoning_from_step_1(scope), cpu, faults.REASONING_RULE_SKIPPED_IN_GRAPH)
     assert (first.kind, first.step, first.tensor, first.pair, first.request_id) == (
         "token",
         1,
@@ -490,6 +468,6 @@ def test_reasoning_rule_skipped_in_graph(cpu, scope: str) -> None:
 
 @pytest.mark.parametrize("scope", LAYERED_SCOPES)
 def test_host_sync_in_capture_fails_the_capture(cpu, scope: str) -> None:
-    first, outcome = first_failure(joiner(scope, num_steps=2), cpu, HOST_SYNC_IN_CAPTURE)
+    first, outcome = first_failure(joiner(scope, num_steps=2), cpu, faults.HOST_SYNC_IN_CAPTURE)
     assert (first.kind, first.step, first.tensor) == ("capture", 0, "engine construction")
     assert first.actual.startswith("HostSyncInCapture") and outcome.steps_run == 0

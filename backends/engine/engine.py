@@ -49,28 +49,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
-from graphcheck.backends.engine.faults import (
-    CAPTURED_TEMPORARY_FREED,
-    CLONE_HELD_PER_STEP,
-    DRAFT_PADDING_WRITES_KV,
-    DRAFT_SUBSTEPS_REPLAY_FIRST,
-    HOST_MAX_SEQ_LEN_BAKED,
-    HOST_SYNC_IN_CAPTURE,
-    NAIVE_SEED_FROZEN,
-    OFFSETS_CUT_SHORT,
-    PHANTOM_REQUEST_BUCKET,
-    REASONING_RULE_SKIPPED_IN_GRAPH,
-    REBIND_OUTPUT_OFFSETS,
-    SEED_ADVANCE_OUTSIDE_GRAPH,
-    SEED_INDEXED_BY_TOKEN,
-    SLOTS_SIZED_BY_MAX_NUM_SEQS,
-    STALE_PADDING_ROWS,
-    UNSLICED_GRAPH_OUTPUT,
-    WARMUP_STATE_LEAKS,
-    check_faults,
-    fault_on,
-)
 from graphcheck.backends.engine.forward import draft_forward, target_forward
 from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
 from graphcheck.backends.engine.sampling import (
@@ -162,11 +142,11 @@ class Engine:
         faults: Any = frozenset(),
     ):
         self.config = config
-        self.faults = check_faults(faults)
+        self.faults = fault.check_faults(faults)
         # Fault keywords of pack_draft_inputs (all False in a correct engine); faults are fixed here.
         self._draft_pack_faults = {
-            "padding_writes_kv": self._fault(DRAFT_PADDING_WRITES_KV),
-            "offsets_cut_short": self._fault(OFFSETS_CUT_SHORT),
+            "padding_writes_kv": self._fault(fault.DRAFT_PADDING_WRITES_KV),
+            "offsets_cut_short": self._fault(fault.OFFSETS_CUT_SHORT),
         }
         if isinstance(device, str):
             from graphcheck.backends.devices import resolve
@@ -175,7 +155,9 @@ class Engine:
         self.device = device
         self.xp = make_ops(device.framework, device.device)
         self.weights = weights if isinstance(weights, EngineWeights) else EngineWeights.from_arrays(self.xp, weights)
-        self.sizes = BufferSizes.for_config(config, slots_by_max_num_seqs=self._fault(SLOTS_SIZED_BY_MAX_NUM_SEQS))
+        self.sizes = BufferSizes.for_config(
+            config, slots_by_max_num_seqs=self._fault(fault.SLOTS_SIZED_BY_MAX_NUM_SEQS)
+        )
         self.buffers: EngineBuffers = allocate_buffers(self.xp, config, self.sizes)
         self.scheduler = Scheduler(config)
         self.k1 = config.tokens_per_request
@@ -247,7 +229,7 @@ class Engine:
     # ------------------------------------------------------------------ introspection
     def bucket_for(self, real_bsz: int) -> int | None:
         """The smallest captured size >= R, or None (then the step runs eagerly)."""
-        if self._fault(PHANTOM_REQUEST_BUCKET):  # a padded request counted as real (vllm-ascend #14510)
+        if self._fault(fault.PHANTOM_REQUEST_BUCKET):  # a padded request counted as real (vllm-ascend #14510)
             real_bsz += 1
         fits = [s for s in self.graphs if s >= real_bsz]
         return min(fits) if fits else None
@@ -284,7 +266,7 @@ class Engine:
 
     def _fault(self, name: str) -> bool:
         """Whether the injected fault ``name`` (a ``graphcheck.backends.engine.faults`` constant) is on."""
-        return fault_on(self.faults, name)
+        return fault.fault_on(self.faults, name)
 
     # ------------------------------------------------------------------ host-side planning
     def _admit_on_device(self, admitted: list[Request], t: int) -> None:
@@ -393,8 +375,8 @@ class Engine:
         xp, buf, cfg = self.xp, self.buffers, self.config
         # naive-seed-frozen: the NAIVE path lost the seed advance (it moved into the MTP-only op);
         # seed-advance-outside-graph: the advance left the op (_run_eager does it, eager steps only).
-        frozen = cfg.naive_mode and self._fault(NAIVE_SEED_FROZEN)
-        advance = not frozen and not self._fault(SEED_ADVANCE_OUTSIDE_GRAPH)
+        frozen = cfg.naive_mode and self._fault(fault.NAIVE_SEED_FROZEN)
+        advance = not frozen and not self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH)
         params = RowParams(
             *build_sampling_params(
                 xp,
@@ -403,7 +385,7 @@ class Engine:
                 num_rows,
                 cfg.seed_increment,
                 advance,
-                seed_by_row=self._fault(SEED_INDEXED_BY_TOKEN),
+                seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
             )
         )
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
@@ -411,7 +393,7 @@ class Engine:
         else:
             greedy = cfg.verify_strategy == "greedy" and not cfg.naive_mode
             tokens, cand_ids, cand_len = sample_tokens(xp, logits, params, greedy), None, None
-        reasoning_rule = not (graph_step and self._fault(REASONING_RULE_SKIPPED_IN_GRAPH))
+        reasoning_rule = not (graph_step and self._fault(fault.REASONING_RULE_SKIPPED_IN_GRAPH))
         verify_drafts(
             xp,
             buf,
@@ -427,7 +409,7 @@ class Engine:
     def _target_forward(self, num_tokens: int, num_rows: int, tables: Any) -> Any:
         """The target forward over the packed buffers, attending through ``tables``."""
         xp, buf, w = self.xp, self.buffers, self.weights
-        span = self._span_blocks if self._fault(HOST_MAX_SEQ_LEN_BAKED) else None  # a host int in the kernel
+        span = self._span_blocks if self._fault(fault.HOST_MAX_SEQ_LEN_BAKED) else None  # a host int in the kernel
         return target_forward(xp, w, buf, num_tokens, num_rows, self.config.block_size, tables=tables, span_blocks=span)
 
     def _attention_tables(self) -> Any:
@@ -436,14 +418,14 @@ class Engine:
         captured-temporary-freed: a metadata builder returns a fresh copy
         instead; whoever does not keep it lets it die (vllm-ascend #12599).
         """
-        if self._fault(CAPTURED_TEMPORARY_FREED):
+        if self._fault(fault.CAPTURED_TEMPORARY_FREED):
             return snapshot(self.xp, self.buffers.block_tables)
         return self.buffers.block_tables
 
     def _repack_substep(self, substep: int, *, graph_step: bool) -> bool:
         """Whether draft substep ``substep`` packs its own inputs (always, but for the
         draft-substeps-replay-first fault on graph steps: substeps >= 1 reuse substep 0's)."""
-        return substep == 0 or not graph_step or not self._fault(DRAFT_SUBSTEPS_REPLAY_FIRST)
+        return substep == 0 or not graph_step or not self._fault(fault.DRAFT_SUBSTEPS_REPLAY_FIRST)
 
     def _propose(self, num_slots: int, target_hidden: Any, *, exact: bool) -> None:
         """Draft preprocess, S substeps and postprocess as plain kernel calls.
@@ -479,8 +461,8 @@ class Engine:
             num_slots,
             num_tokens,
             self.config.block_size,
-            fresh_output_offsets=self._fault(REBIND_OUTPUT_OFFSETS),
-            stale_padding=self._fault(STALE_PADDING_ROWS),
+            fresh_output_offsets=self._fault(fault.REBIND_OUTPUT_OFFSETS),
+            stale_padding=self._fault(fault.STALE_PADDING_ROWS),
         )
         if fresh is not None:  # rebind-output-offsets: assigned, not copy_'d (FastDeploy #7864)
             buf.cu_seqlens_out, buf.batch_ids_out = fresh
@@ -490,7 +472,7 @@ class Engine:
         self._pack_target_eager(R, tokens)
         hidden, logits = self._target_forward(tokens, rows, self._attention_tables())
         self._sample_and_verify(R, rows, logits, graph_step=False)
-        if self._fault(SEED_ADVANCE_OUTSIDE_GRAPH):  # host-driven advance, eager steps only
+        if self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH):  # host-driven advance, eager steps only
             advance_infer_seed(xp, buf, R, cfg.seed_increment)
         update_model_status(xp, buf, R, cfg.naive_mode)
         if not cfg.naive_mode:
@@ -504,14 +486,14 @@ class Engine:
         """
         xp, buf, cfg = self.xp, self.buffers, self.config
         graphs = self.graphs[G]
-        if self._fault(CLONE_HELD_PER_STEP):  # a per-step clone the engine keeps (FastDeploy #8061)
+        if self._fault(fault.CLONE_HELD_PER_STEP):  # a per-step clone the engine keeps (FastDeploy #8061)
             self.kept_inputs.append(snapshot(xp, buf.seq_lens_this_time))
         if cfg.graph_scope == "step":
             graphs.target.replay()
             return real_tokens
         self._pack_target_eager(G, G * self.k1)  # refresh the graph's inputs in place
         graphs.target.replay()
-        rows = G * self.k1 if self._fault(UNSLICED_GRAPH_OUTPUT) else real_tokens
+        rows = G * self.k1 if self._fault(fault.UNSLICED_GRAPH_OUTPUT) else real_tokens
         if cfg.graph_scope == "forward":
             hidden, logits = graphs.target.outputs
             hidden = hidden[:rows]
@@ -574,7 +556,7 @@ class Engine:
         for graphs in self.graphs.values():
             for graph in graphs.all():
                 graph.replay()
-        if not self._fault(WARMUP_STATE_LEAKS):  # the dummy-run value must not reach real steps
+        if not self._fault(fault.WARMUP_STATE_LEAKS):  # the dummy-run value must not reach real steps
             overwrite(xp, buf.accept_override, xp.from_numpy(self._override_host))
 
     def _region_tokens(self, G: int) -> int:
@@ -583,7 +565,7 @@ class Engine:
         host-sync-in-capture sizes them from the device's seq_lens_this_time
         instead: a host read inside the region, which a capture refuses.
         """
-        if self._fault(HOST_SYNC_IN_CAPTURE):
+        if self._fault(fault.HOST_SYNC_IN_CAPTURE):
             return max(1, int(self.xp.to_host(self.buffers.seq_lens_this_time)[:G].sum()))
         return G * self.k1
 
@@ -591,7 +573,7 @@ class Engine:
         xp, buf, cfg = self.xp, self.buffers, self.config
         T = self._region_tokens(G)
         if cfg.graph_scope == "step":
-            pack_target_inputs(xp, buf, G, T, cfg.block_size, stale_padding=self._fault(STALE_PADDING_ROWS))
+            pack_target_inputs(xp, buf, G, T, cfg.block_size, stale_padding=self._fault(fault.STALE_PADDING_ROWS))
             hidden, logits = self._target_forward(T, T, tables)
             self._sample_and_verify(G, T, logits, graph_step=True)
             update_model_status(xp, buf, G, cfg.naive_mode)
