@@ -8,6 +8,7 @@ commands are escaped the way the runner unescapes them, the top divergences beco
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -347,6 +348,9 @@ def test_run_writes_the_step_summary_and_annotations(
     assert "graphcheck replay " in text and "--inject naive-seed-frozen" in text
     (run_dir,) = (tmp_path / "reports").iterdir()
     assert (run_dir / "summary.md").read_text(encoding="utf-8") in text
+    # the summary describes the run the report describes: the same elapsed time, not a blank RunInfo
+    recorded = json.loads((run_dir / "divergences.json").read_text(encoding="utf-8"))["run"]["elapsed_s"]
+    assert recorded > 0 and f"| elapsed | {recorded:.1f} s |" in text
     out = capsys.readouterr().out
     errors = [line for line in out.splitlines() if line.startswith("::error ")]
     assert errors and f"file={run_dir / 'scenario.json'}".replace(":", "%3A").replace(",", "%2C") in errors[0]

@@ -152,7 +152,8 @@ def write_reports(
     started_at: str,
     elapsed: float,
     fuzzed: Sequence[FuzzResult] = (),
-) -> Any:
+) -> tuple[Any, Any]:
+    """Write the report folder (and ``--junit``); the paths written and the RunInfo they describe."""
     from graphcheck.report import write_junit, write_report
 
     info = run_info(args, plan, outcomes, started_at, elapsed)
@@ -163,7 +164,7 @@ def write_reports(
     )
     if getattr(args, "junit", None):
         write_junit(outcomes, Path(args.junit), info, suites=suites)
-    return paths
+    return paths, info
 
 
 def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -> list[Any]:
@@ -174,19 +175,13 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
 
     def one(result: FuzzResult) -> Any:
         found = result.outcome
-        if found is None:
-            shrink = "-"
-        elif found.device_error is not None:
-            shrink = "unshrunk: device lost"
-        else:
-            shrink = "interrupted" if result.interrupted else "shrunk"
         return SuiteRun(
             result.suite,
             result.examples,
             result.steps,
             result.elapsed_s,
             found is None or found.clean,
-            shrink,
+            result.shrink_state,
             found.first.headline() if found is not None and found.first else None,
             result.first_failure_at,
             found.scenario.name if found is not None and id(found) in reported else None,
@@ -196,9 +191,9 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
 
 
 def publish_github(
-    args: argparse.Namespace, plan: RunPlan, outcomes: list[CheckOutcome], fuzzed: Sequence[FuzzResult], paths: Any
+    args: argparse.Namespace, outcomes: list[CheckOutcome], fuzzed: Sequence[FuzzResult], paths: Any, info: Any
 ) -> None:
-    info = run_info(args, plan, outcomes, "", 0.0)
+    """The step summary and annotations of a run whose reports ``write_reports`` wrote (its ``paths`` and ``info``)."""
     github.publish(
         github.FinishedRun(
             outcomes,

@@ -116,10 +116,7 @@ def suite_line(result: FuzzResult) -> Text:
         text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")
         text.append(f", {counts}")
         return text
-    state = "interrupted while shrinking" if result.interrupted else "shrunk"
-    if result.outcome.device_error is not None:
-        state = "device lost, unshrunk"
     text.append("divergence", style="red")
     at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
-    text.append(f"{at} ({state}), {counts}")
+    text.append(f"{at} ({result.shrink_state}), {counts}")
     return text

@@ -51,11 +51,11 @@ def replay_command(args: argparse.Namespace) -> int:
         write_pending(out_dir / "pending-scenario.json", scenario)
         outcome = check_scenario(scenario, backend, faults=faults)
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
-        paths = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+        paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         console.print(outcome_line(outcome))
         console.print(f"report: {paths.index_html}", markup=False)
     if publish:
-        publish_github(args, plan, [outcome], (), paths)
+        publish_github(args, [outcome], (), paths, info)
     return exitcodes.CLEAN if outcome.clean else exitcodes.DIVERGENCE
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from graphcheck import github
 from graphcheck.check.lockstep import check_scenario
-from graphcheck.check.records import CheckOutcome, replay_command_line
+from graphcheck.check.records import CheckOutcome
+from graphcheck.check.runner import replay_command
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
@@ -114,12 +115,12 @@ def run_command(args: argparse.Namespace) -> int:
             database=plan.database.describe(),
             interrupted=interrupted,
         )
-        paths = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed) if outcomes else None
+        paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed) if outcomes else (None, None)
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
         _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted)
     if publish and paths is not None:
-        publish_github(args, plan, outcomes, fuzzed, paths)
+        publish_github(args, outcomes, fuzzed, paths, info)
     if interrupted:
         return exitcodes.INTERRUPTED
     return exitcodes.DIVERGENCE if any(not o.clean for o in outcomes) else exitcodes.CLEAN
@@ -168,12 +169,8 @@ def _print_verdict(
         )
         return
     if first is not None:
-        console.print(f"replay: {_replay_line(plan, paths.scenario_json)}", markup=False)
+        console.print(f"replay: {replay_command(plan.backend, plan.faults, str(paths.scenario_json))}", markup=False)
     console.print(f"report: {paths.index_html}", markup=False)
-
-
-def _replay_line(plan: RunPlan, scenario_json: Path) -> str:
-    return replay_command_line(scenario_json, plan.backend.name, emulate=plan.emulate, faults=plan.faults)
 
 
 def _run_suites(

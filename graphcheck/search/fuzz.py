@@ -66,6 +66,11 @@ class FuzzResult:
     first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
     interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
 
+    @property
+    def shrink_state(self) -> str:
+        """``-`` (nothing found), ``shrunk``, ``unshrunk: device lost`` or ``interrupted``."""
+        return "-" if self.outcome is None else shrink_state(self.outcome, interrupted=self.interrupted)
+
 
 class SearchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a search; ``result`` is what it had found (the smallest diverging scenario seen, or none).
@@ -114,6 +119,13 @@ def scenario_size(scenario: Scenario) -> tuple[int, int]:
     return len(scenario.requests), scenario.num_steps
 
 
+def shrink_state(outcome: CheckOutcome, *, interrupted: bool = False) -> str:
+    """How far a found scenario was shrunk: ``unshrunk: device lost``, ``interrupted`` (Ctrl-C) or ``shrunk``."""
+    if outcome.device_error is not None:
+        return "unshrunk: device lost"
+    return "interrupted" if interrupted else "shrunk"
+
+
 def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False) -> bool:
     """Name the scenario a search of ``suite`` found: ``SUITE/shrunk``, ``SUITE/unshrunk: device lost``
     or ``SUITE/interrupted`` (Ctrl-C; the smallest seen so far).
@@ -121,7 +133,7 @@ def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False)
     Returns whether the device was lost (the search stopped there, unshrunk).
     """
     lost = outcome.device_error is not None
-    label = "unshrunk: device lost" if lost else "interrupted" if interrupted else "shrunk"
+    label = shrink_state(outcome, interrupted=interrupted)
     outcome.scenario = dataclasses.replace(outcome.scenario, name=f"{suite}/{label}")
     return lost
 
