@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ("torch", "paddle", "torch_npu")
-SHARED_LEAVES = ("graphcheck.scenario", "graphcheck.memory_estimate", "graphcheck.driver")
+SHARED_LEAVES = ("graphcheck.scenario", "graphcheck.memory_estimate", "graphcheck.driver", "graphcheck.state")
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:

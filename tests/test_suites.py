@@ -218,7 +218,7 @@ class PaddingWritesRealPages(Engine):
 @dataclass(frozen=True)
 class Injected:
     engine: type
-    kinds: tuple[str, ...]  # acceptable kinds of the first divergence
+    kinds: tuple[str, ...]  # acceptable kinds of the first divergence ("state": the cause, before its tokens)
     max_requests: int
     max_steps: int
 
@@ -226,11 +226,11 @@ class Injected:
 INJECTED: dict[str, Injected] = {
     "addresses": Injected(RebindsOffsets, ("address",), 1, 2),
     "memory": Injected(HoldsClonePerReplay, ("memory",), 1, 3),
-    "seeds": Injected(SeedFrozenInReplay, ("seed",), 1, 2),
+    "seeds": Injected(SeedFrozenInReplay, ("state", "seed"), 1, 2),
     "capacity": Injected(PicksLargestBucket, ("shape",), 1, 2),
-    "padding": Injected(PaddingWritesRealPages, ("token", "value", "seed"), 2, 8),
-    "accept": Injected(IgnoresReasoningChanges, ("token", "value"), 2, 8),
-    "lifecycle": Injected(SlotResetAfterReuse, ("token", "value", "seed", "crash"), 2, 4),
+    "padding": Injected(PaddingWritesRealPages, ("state", "token", "value", "seed"), 2, 8),
+    "accept": Injected(IgnoresReasoningChanges, ("state", "token", "value"), 2, 8),
+    "lifecycle": Injected(SlotResetAfterReuse, ("state", "token", "value", "seed", "crash"), 2, 4),
     "all": Injected(RebindsOffsets, ("address",), 1, 2),
 }
 

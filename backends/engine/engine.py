@@ -61,6 +61,7 @@ from graphcheck.backends.engine.sampling import (
     topp_candidates,
 )
 from graphcheck.backends.engine.scheduler import Request, Scheduler, reasoning_status_at
+from graphcheck.backends.engine.state import snapshot_state
 from graphcheck.backends.engine.transfer import (
     ADMIT_INT_COLUMNS,
     ADMIT_MAX_DEC_LEN,
@@ -89,6 +90,7 @@ from graphcheck.backends.engine.weights import EngineWeights
 from graphcheck.backends.graphs.base import iter_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
+from graphcheck.state import EngineState
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,21 @@ class Engine:
             real_bsz += 1
         fits = [s for s in self.graphs if s >= real_bsz]
         return min(fits) if fits else None
+
+    def state_snapshot(self, *, during_step: bool = False) -> EngineState:
+        """The meaningful rows of every buffer now (``graphcheck.state``; rules in ``engine.state``).
+
+        ``during_step``: called between the kernels of a step (a kernel trace):
+        the rows follow the step under way, and the packed draft inputs are
+        included (after a step, an eager engine that proposed nothing has not
+        repacked them while a graph engine has, so they are left out then).
+        """
+        slots = [r.slot for r in self.scheduler.running()]
+        if during_step:
+            R = self.scheduler.high_water()
+        else:
+            R = self.last_step_info.real_bsz if self.last_step_info is not None else 0
+        return snapshot_state(self.xp, self.buffers, slots, R, self.config.block_size, draft_scratch=during_step)
 
     def buffer_tensors(self) -> dict[str, Any]:
         """Buffer name -> the tensor the engine holds now (for Graph.stale_inputs)."""

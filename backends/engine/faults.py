@@ -62,7 +62,11 @@ class Fault:
 
     ``summary``: what the switch breaks and where in the engine;
     ``mirrors``: the shipped bug it reproduces (project #issue/PR);
-    ``signal``: the first divergence graphcheck reports (kind and tensor).
+    ``signal``: the first divergence graphcheck reports (kind and tensor);
+    ``breaks``: the kernels, engine functions and buffers (or kernel
+    arguments) the switch changes. The localisation of a divergence it causes
+    (``graphcheck.check.localise``) should name one of them; ``graphcheck
+    catalog`` checks that it does.
     """
 
     name: str
@@ -70,6 +74,7 @@ class Fault:
     summary: str
     mirrors: str
     signal: str
+    breaks: tuple[str, ...] = ()
 
 
 _CATALOG = (
@@ -83,6 +88,7 @@ _CATALOG = (
         "address (cu_seqlens_out) at the first replay after an eager step; token where a graph reads the "
         "stale offsets (scope forward_sampling: its sampling and verify; scope forward never reads them and "
         "scope step packs its own), at that replay or once a request beyond slot 0 runs",
+        breaks=("pack_target_inputs", "_pack_target_eager", "cu_seqlens_out", "batch_ids_out"),
     ),
     Fault(
         CAPTURED_TEMPORARY_FREED,
@@ -95,6 +101,7 @@ _CATALOG = (
         "between capture and replay (illegal memory access); flashinfer #5287",
         "address (an unnamed int64 block-table copy: captured storage was freed) at the first replay; token "
         "(eager vs graph) at the same step",
+        breaks=("_attention_tables", "target_forward", "block_tables"),
     ),
     Fault(
         STALE_PADDING_ROWS,
@@ -108,6 +115,7 @@ _CATALOG = (
         "with a dummy slot)",
         "token (eager vs graph) at the first replay with fewer real tokens than an earlier pack whose "
         "stale rows map to KV of a request still decoding",
+        breaks=("pack_target_inputs", "slot_mapping", "batch_ids", "batch_ids_out"),
     ),
     Fault(
         DRAFT_PADDING_WRITES_KV,
@@ -117,6 +125,7 @@ _CATALOG = (
         "KV over the draft cache of the request in slot 0 (eager packs have no padding rows)",
         "tokenspeed #955: padded draft rows wrote draft KV into another request's pages",
         "token (draft_tokens, eager vs graph) of the request in slot 0 at the first replay",
+        breaks=("pack_draft_inputs", "d_slot_mapping"),
     ),
     Fault(
         UNSLICED_GRAPH_OUTPUT,
@@ -127,6 +136,7 @@ _CATALOG = (
         "handed on) is the padded one",
         "FastDeploy #8061: the graph output must be sliced to real_token_num before sampling and the MTP",
         "shape (real_tokens, eager vs graph) at the first replay with fewer real tokens than the bucket holds",
+        breaks=("_run_graphs", "hidden", "logits", "target_hidden", "num_rows"),
     ),
     Fault(
         PHANTOM_REQUEST_BUCKET,
@@ -135,6 +145,7 @@ _CATALOG = (
         "a batch that fills a bucket replays the next larger one, and a batch that fills the largest runs eagerly",
         "vllm-ascend #14510: a padded request counted as real when choosing the graph",
         "shape (bucket, policy vs graph engine) at the first decode step whose R equals a capture size",
+        breaks=("bucket_for", "bucket"),
     ),
     Fault(
         SLOTS_SIZED_BY_MAX_NUM_SEQS,
@@ -144,6 +155,7 @@ _CATALOG = (
         "vllm-ascend #16168: max_num_seqs 6, three MTP requests padded to 16: shape errors and out-of-bounds writes",
         "shape (buffer capacity (slots)) at step 0 when the largest capture size >= max_num_seqs + 1; where "
         "the capture itself fails on the short buffers, capture (engine construction) at step 0",
+        breaks=("BufferSizes.for_config", "buffer capacity (slots)"),
     ),
     Fault(
         NAIVE_SEED_FROZEN,
@@ -152,6 +164,7 @@ _CATALOG = (
         "paths alike): every step reuses the same random numbers",
         "FastDeploy #8061 review: the seed increment moved into the MTP op and the NAIVE path lost it",
         "seed (infer_seed) against the reference at the first NAIVE step a request runs",
+        breaks=("build_sampling_params", "infer_seed"),
     ),
     Fault(
         SEED_ADVANCE_OUTSIDE_GRAPH,
@@ -161,6 +174,7 @@ _CATALOG = (
         "FastDeploy #8061 (the (k+1)*4 increment had to move into the op the graph captures); Megatron-LM #5697 "
         "(RNG offset frozen at capture)",
         "seed (infer_seed, eager vs graph) at the first replay",
+        breaks=("build_sampling_params", "advance_infer_seed", "infer_seed"),
     ),
     Fault(
         SEED_INDEXED_BY_TOKEN,
@@ -169,6 +183,7 @@ _CATALOG = (
         "of at the row's slot (eager and graph alike): requests sample with each other's random streams",
         "FastDeploy #7180: the curand state was offset by the token index instead of the request",
         "token (accept_tokens, reference vs eager) at the first decode step with stochastic verification",
+        breaks=("build_sampling_params", "infer_seed"),
     ),
     Fault(
         OFFSETS_CUT_SHORT,
@@ -179,6 +194,7 @@ _CATALOG = (
         "token (draft_tokens, reference vs eager) of the request in the last slot at the first step it drafts "
         "(its slot looks empty: proposal -1); with num_model_steps >= 2 that -1 feeds the next substep's "
         "embedding lookup: crash at the same step",
+        breaks=("pack_draft_inputs", "d_cu_seqlens"),
     ),
     Fault(
         HOST_MAX_SEQ_LEN_BAKED,
@@ -189,6 +205,7 @@ _CATALOG = (
         "vllm #20190 class: a Python int (max_seq_len, real_bsz, a token count) read inside the captured "
         "region and frozen at capture",
         "token (eager vs graph) at the first replay where a request's KV reaches past the first block",
+        breaks=("target_forward", "span_blocks"),
     ),
     Fault(
         DRAFT_SUBSTEPS_REPLAY_FIRST,
@@ -199,6 +216,7 @@ _CATALOG = (
         "FastDeploy #8061: only the first draft substep may be captured; later substeps replay a graph built "
         "for other inputs",
         "token (draft_tokens, eager vs graph) at the first replay",
+        breaks=("pack_draft_inputs", "_repack_substep"),
     ),
     Fault(
         CLONE_HELD_PER_STEP,
@@ -208,6 +226,7 @@ _CATALOG = (
         "FastDeploy #8061 (per-step clone of last_seq_lens_this_time kept alive); llama.cpp #25835 "
         "(+7.96 MiB per request)",
         "memory (memory_bytes) at the second graph replay",
+        breaks=("_run_graphs", "kept_inputs"),
     ),
     Fault(
         WARMUP_STATE_LEAKS,
@@ -217,6 +236,7 @@ _CATALOG = (
         "override buffer still says -1, so the first real steps accept every draft",
         "TensorRT-LLM #15775: dummy-run flags and probabilities survive capture into the first real replay",
         "token (accept_tokens, eager vs graph) at the first replayed step",
+        breaks=("_warm_replay", "accept_override"),
     ),
     Fault(
         REASONING_RULE_SKIPPED_IN_GRAPH,
@@ -226,6 +246,7 @@ _CATALOG = (
         "FastDeploy verify rules: reasoning_status == 1 must reject all drafts",
         "token (accept_tokens, eager vs graph) at the first replay where a request in reasoning_status 1 "
         "would accept a draft",
+        breaks=("verify_drafts", "reasoning_rule"),
     ),
     Fault(
         HOST_SYNC_IN_CAPTURE,
@@ -234,6 +255,7 @@ _CATALOG = (
         "xp.to_host) instead of the bucket's static capacity: capture refuses the sync",
         "any .item() / .cpu() in a captured region (capture fails on device, or the value is frozen)",
         "capture (engine construction) at step 0",
+        breaks=("_region_tokens", "seq_lens_this_time"),
     ),
 )
 

@@ -24,6 +24,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
+from . import kernels
+
 
 class CaptureError(RuntimeError):
     """The region cannot be captured as written."""
@@ -204,7 +206,11 @@ class DeviceGraph(Graph):
         self._root_refs = tuple(weakref.ref(root) for root in table.roots)
 
     def replay(self) -> None:
-        self._graph.replay()
+        tracer = kernels.current_tracer()
+        if tracer is None:
+            self._graph.replay()
+        else:  # one opaque launch: the trace sees the region as a single call
+            tracer.trace_call(self._graph.replay, (), {}, graph=self.label)
 
 
 class GraphRunner(ABC):

@@ -210,10 +210,18 @@ class EmulatedGraph(Graph):
         if self._poison_token is not None:
             token, self._poison_token = self._poison_token, None
             self._ops.clear_poison(token)
+        tracer = kernels.current_tracer()
         for call in self._calls:
-            fresh = call.fn(*call.args, **call.kwargs)
+            if tracer is None:
+                fresh = call.fn(*call.args, **call.kwargs)
+            else:
+                fresh = tracer.trace_call(call.fn, call.args, call.kwargs, graph=self.label)
             self._store_results(call, fresh)
         self.replays += 1
+
+    def kernel_calls(self) -> list[tuple[Callable[..., Any], tuple, dict]]:
+        """The recorded kernel calls, in replay order: ``(fn, args, kwargs)`` as a replay issues them."""
+        return [(c.fn, c.args, c.kwargs) for c in self._calls]
 
     def _store_results(self, call: _Call, fresh: Any) -> None:
         ops = self._ops

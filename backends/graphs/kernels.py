@@ -73,11 +73,24 @@ class HostParam:
 HostSlot = tuple[Union[int, str], HostParam]
 
 
+class KernelTracer(Protocol):
+    """Installed by a kernel trace (``graphcheck.check.trace``) while an engine runs outside capture.
+
+    Sees every outermost kernel call made eagerly, and every kernel call a
+    graph replays where the graph can replay call by call (``graph`` names
+    it); a graph that replays as one opaque launch reports itself as one call.
+    """
+
+    def trace_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, *, graph: str | None) -> Any:
+        """Run ``fn`` with :func:`run_nested` and return its result, recording what it read and wrote."""
+
+
 class _State(threading.local):
     def __init__(self) -> None:
         self.observer: KernelObserver | None = None
         self.depth = 0
         self.device: KernelObserver | None = None  # a software device's recorder, see launch()
+        self.tracer: KernelTracer | None = None
 
 
 _state = _State()
@@ -112,6 +125,8 @@ def kernel(fn: F) -> F:
         if slots:
             args, kwargs = with_host_values(args, kwargs, slots)
         observer = _state.observer
+        if observer is None and _state.tracer is not None and _state.depth == 0:
+            return _state.tracer.trace_call(fn, args, kwargs, graph=None)
         if observer is None or _state.depth > 0:
             return fn(*args, **kwargs)
         _state.depth += 1
@@ -124,6 +139,36 @@ def kernel(fn: F) -> F:
 
     wrapper.__graphcheck_kernel__ = fn  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def run_nested(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Call ``fn`` as an outermost kernel call: kernels it calls are part of it, not traced apart."""
+    _state.depth += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _state.depth -= 1
+
+
+def current_tracer() -> KernelTracer | None:
+    """The kernel tracer of this thread, or None (then graphs replay untraced)."""
+    return _state.tracer if _state.observer is None else None
+
+
+class tracing:
+    """Context manager installing a :class:`KernelTracer` for the current thread (not re-entrant)."""
+
+    def __init__(self, tracer: KernelTracer):
+        self._tracer = tracer
+
+    def __enter__(self) -> KernelTracer:
+        if _state.tracer is not None:
+            raise RuntimeError("a kernel trace is already under way on this thread")
+        _state.tracer = self._tracer
+        return self._tracer
+
+    def __exit__(self, *exc: object) -> None:
+        _state.tracer = None
 
 
 def is_kernel(fn: Callable[..., Any]) -> bool:

@@ -258,7 +258,11 @@ class NpuGraph(Graph):
 
     def replay(self) -> None:
         self.update()
-        self.device_graph.replay()
+        tracer = kernels.current_tracer()
+        if tracer is not None and not getattr(self.device_graph, "traces_calls", False):
+            tracer.trace_call(self.device_graph.replay, (), {}, graph=self.label)  # one opaque launch
+        else:
+            self.device_graph.replay()
 
     def _input_alive(self, i: int) -> bool:
         return self._root_refs[i]() is not None and not self._storage_refs[i].expired()

@@ -123,6 +123,8 @@ class _UpdateRecorder:
 class EmulatedNpuGraph:
     """``torch.npu.NPUGraph`` over an emulated capture."""
 
+    traces_calls = True  # replays through EmulatedGraph, which a kernel trace sees call by call
+
     def __init__(self, module: EmulatedNpu, label: str) -> None:
         self.module, self.label = module, label
         self.graph: EmulatedGraph | None = None  # set by capture_end

@@ -71,6 +71,10 @@ class ArrayOps(abc.ABC):
     def to_host(self, x: Tensor) -> np.ndarray:
         """Device-to-host copy; calls ``kernels.host_sync`` first."""
 
+    def to_host_many(self, xs: Sequence[Tensor]) -> list[np.ndarray]:
+        """Host copies of several tensors; a device framework may batch them into one transfer."""
+        return [self.to_host(x) for x in xs]
+
     # -- dtype and shape -----------------------------------------------
     @abc.abstractmethod
     def astype(self, x: Tensor, dtype: DType) -> Tensor: ...

@@ -40,6 +40,21 @@ class TorchArrayOps(ArrayOps):
         host_sync("to_host")
         return x.detach().cpu().numpy().copy()
 
+    def to_host_many(self, xs):
+        """One transfer for all of ``xs`` on a GPU (their bytes concatenated); plain copies on the CPU."""
+        if self._device.type == "cpu" or len(xs) < 2:
+            return [self.to_host(x) for x in xs]
+        host_sync("to_host")
+        flat = [x.detach().contiguous().reshape(-1).view(torch.uint8) for x in xs]
+        data = torch.cat(flat).cpu().numpy()
+        out, start = [], 0
+        for x, f in zip(xs, flat):
+            n = int(f.numel())
+            dtype = torch.empty(0, dtype=x.dtype).numpy().dtype
+            out.append(data[start : start + n].view(dtype).reshape(tuple(x.shape)).copy())
+            start += n
+        return out
+
     # -- dtype and shape -----------------------------------------------
     def astype(self, x, dtype):
         return x.to(dtype)

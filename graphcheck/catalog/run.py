@@ -177,6 +177,10 @@ def _search(
         slice_examples=slice_examples,
     )
     pending.unlink(missing_ok=True)  # the search came back: nothing crashed
+    if result.shrunk is not None:
+        from graphcheck.check.localise import localise_outcome
+
+        result.shrunk.outcome.localisation = localise_outcome(result.shrunk.outcome, backend, faults=faults)
     return result
 
 

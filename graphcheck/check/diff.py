@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from graphcheck.scenario import RequestStep, StepResult
 
-KINDS = ("address", "shape", "seed", "token", "value", "memory", "crash", "capture")
+KINDS = ("address", "shape", "state", "seed", "token", "value", "memory", "crash", "capture")
 
 # RequestStep field -> (divergence kind, engine tensor it lives in)
 _FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -110,9 +110,11 @@ def diff_steps(
 
 
 #: Within one step, the cause comes before its consequences: a stale address or a wrong
-#: bucket explains the token and value mismatches it produces in the same step.
+#: bucket explains the token and value mismatches it produces in the same step, and a buffer
+#: whose state already differs (``state``) explains the seeds and tokens read from it.
 _CAUSE_ORDER = {
-    kind: i for i, kind in enumerate(("capture", "crash", "address", "shape", "seed", "memory", "token", "value"))
+    kind: i
+    for i, kind in enumerate(("capture", "crash", "address", "shape", "state", "seed", "memory", "token", "value"))
 }
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import time
 import traceback
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.adapter import EngineAdapter, EngineFactory
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
+from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
 from graphcheck.driver import apply_events
 from graphcheck.scenario import (
@@ -153,8 +155,12 @@ class Lockstep:
                 traceback.clear_frames(exc.__traceback__)  # let the half-built engines go
                 raise error from exc
             self._fail("capture", 0, "engine construction", exc)  # a capture that fails is itself the finding
+            if self.eager is not None:  # buffers too small for the buckets explain a failed capture
+                self._check_capacity(self.eager)
             return
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
+        self.snapshots = supports_snapshots(self.eager) and supports_snapshots(self.graph)
+        self._occupants: dict[int, str] = {}  # slot -> the last request that ran there
         self._check_capacity()
 
     # ------------------------------------------------------------------ running
@@ -204,6 +210,9 @@ class Lockstep:
             self.outcome.records[source].append(record)
         with self._phase("diff"):
             found = self._diff(records)
+        if self.snapshots:
+            with self._phase("state"):
+                found += self._state(t, records["graph"])
         self.outcome.divergences.extend(found)
         return not any(not d.ambiguous for d in found)
 
@@ -243,6 +252,16 @@ class Lockstep:
             found += diff_steps(ref, actual, pair, state=self._states[pair], slots=slots)
         g = records["graph"]
         found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)
+        return found
+
+    def _state(self, t: int, graph_record: StepRecord) -> list[Divergence]:
+        """Eager vs graph on every buffer's meaningful rows, then each engine's free slots."""
+        eager, graph = self.eager.state_snapshot(), self.graph.state_snapshot()
+        running = {slot: rid for rid, slot in graph_record.slots}
+        found = diff_states(eager, graph, t, "eager vs graph", running)
+        self._occupants.update(running)
+        for name, state in (("eager engine", eager), ("graph engine", graph)):
+            found += check_hygiene(state, t, name, self._occupants)
         return found
 
     def _address(self, rec: StepRecord) -> list[Divergence]:
@@ -351,9 +370,9 @@ class Lockstep:
             ]
         return []
 
-    def _check_capacity(self) -> None:
+    def _check_capacity(self, engine: Any = None) -> None:
         cfg = self.scenario.config
-        have = self.graph.sizes.slots
+        have = (engine or self.graph).sizes.slots
         if have < cfg.max_padded_reqs:
             self.outcome.divergences.append(
                 Divergence(
@@ -368,6 +387,8 @@ class Lockstep:
 
     def _fail(self, kind: str, t: int, where: str, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if self.outcome.raised_at is None:
+            self.outcome.raised_at = engine_frame(exc)
         self.outcome.divergences.append(
             Divergence(kind, t, where, "engine", None, f"{type(exc).__name__}: {exc}", detail=text)
         )
@@ -442,6 +463,50 @@ def _out_of_memory(scenario: Scenario, where: str, exc: BaseException) -> Engine
     return EngineOutOfMemory(message, estimate_bytes=estimate, where=where, detail=detail)
 
 
-def check_scenario(scenario: Scenario, backend: Any, *, faults: Sequence[str] = ()) -> CheckOutcome:
-    """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device)."""
-    return Lockstep(scenario, backend, faults=faults).run()
+#: Libraries whose frames are never the engine's own code.
+_LIBRARIES = frozenset({"torch", "torch_npu", "paddle", "numpy", "hypothesis", "_pytest", "pluggy", "importlib"})
+
+
+def _harness_dirs() -> tuple[str, ...]:
+    """Folders of the harness, the graph runners and the array facade: not the engine's own code."""
+    import importlib.util
+
+    found = [str(Path(__file__).resolve().parent)]
+    for name in ("graphcheck.backends.graphs", "graphcheck.backends.xp"):
+        spec = importlib.util.find_spec(name)
+        found += [str(Path(p).resolve()) for p in (spec.submodule_search_locations or [])] if spec else []
+    return tuple(found)
+
+
+def engine_frame(exc: BaseException) -> tuple[str, str, int] | None:
+    """(function, file, line) of the innermost frame of ``exc``'s traceback in the engine's own code."""
+    harness = _harness_dirs()
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename).resolve()
+        if str(path).startswith(harness) or _LIBRARIES & set(path.parts) or not path.suffix == ".py":
+            continue
+        found = (frame.name, frame.filename, frame.lineno or 0)
+    return found
+
+
+def supports_snapshots(engine: Any) -> bool:
+    """Whether ``engine`` implements the optional ``state_snapshot()`` (``graphcheck.adapter.StateSnapshots``)."""
+    return callable(getattr(engine, "state_snapshot", None))
+
+
+def check_scenario(
+    scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), localise: bool = False
+) -> CheckOutcome:
+    """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device).
+
+    ``localise``: when the run fails, re-run it with a kernel trace and set
+    ``outcome.localisation`` (``graphcheck.check.localise``); for a shrunk
+    scenario, never inside a search loop.
+    """
+    outcome = Lockstep(scenario, backend, faults=faults).run()
+    if localise and not outcome.clean:
+        from graphcheck.check.localise import localise_outcome
+
+        outcome.localisation = localise_outcome(outcome, backend, faults=faults)
+    return outcome

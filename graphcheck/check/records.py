@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence, failing
 from graphcheck.scenario import Scenario, StepResult
@@ -59,6 +59,68 @@ class StepRecord:
         return dict(self.slots)
 
 
+@dataclass(frozen=True)
+class Localisation:
+    """Where in the step a divergence began: the first kernel that made eager and graph part.
+
+    ``method`` says how it was found: "kernel trace" (eager and graph engines
+    traced kernel by kernel and aligned), "reference" (eager and graph agree;
+    the last kernel to write the buffer that differs from the reference),
+    "graph inputs" (the kernel of a captured graph that reads a rebound or freed
+    static input), "traceback" (where a capture or step raised), "policy" (the
+    graph choice or the buffer sizes, no kernel involved). ``position``: the
+    kernel's place in the step ("kernel 9 of 21 of step 4"); ``where``: the
+    graph it ran in, or that the engine called it directly. ``argument``: the
+    kernel argument (or buffer) that carries the difference; ``buffer``: the
+    engine's name for it, when it has one. ``expected`` / ``actual``: the
+    eager (or reference) and graph values of ``rows``.
+    """
+
+    step: int
+    method: str
+    reason: str
+    kernel: str | None = None
+    argument: str | None = None
+    buffer: str | None = None
+    position: str = ""
+    where: str = ""
+    rows: tuple[int, ...] = ()
+    expected: Any = None
+    actual: Any = None
+    slot: int | None = None
+    request_id: str | None = None
+    source_file: str | None = None
+    source_line: int | None = None
+    caller: str | None = None  # the engine function that called the kernel directly (qualname)
+    caller_file: str | None = None
+    caller_line: int | None = None
+
+    def names(self) -> set[str]:
+        """Every name this localisation points at: kernel, caller, buffer, argument (for matching a
+        fault's declared target); a qualname also gives its last part, an argument path its root."""
+        found = set()
+        for name in (self.kernel, self.caller, self.buffer, self.argument):
+            if name:
+                found |= {name, name.rsplit(".", 1)[-1], name.split(".", 1)[0].split("[", 1)[0]}
+        return found
+
+    @property
+    def target(self) -> str:
+        """``kernel / buffer`` as the catalogue shows it."""
+        return " / ".join(x for x in (self.kernel, self.buffer or self.argument) if x) or "(nothing)"
+
+    def headline(self) -> str:
+        """One line: where it first diverged."""
+        at = f"{self.kernel}" if self.kernel else "no kernel"
+        arg = f", argument {self.argument}" if self.argument else ""
+        if self.buffer and self.buffer != self.argument:
+            arg += f" (buffer {self.buffer})"
+        pos = f" [{self.position}{', ' + self.where if self.where else ''}]" if self.position or self.where else ""
+        src = f" ({self.source_file}:{self.source_line})" if self.source_file and self.source_line else ""
+        via = f", called from {self.caller}" if self.caller else ""
+        return f"first diverged in {at}{src}{arg}{via} at step {self.step}{pos}: {self.reason}"
+
+
 @dataclass
 class CheckOutcome:
     """The lockstep run of one scenario."""
@@ -73,6 +135,10 @@ class CheckOutcome:
     faults: tuple[str, ...] = ()
     #: Set when an engine exception left the device unusable for this process (see Lockstep._fail).
     device_error: str | None = None
+    #: Where the first failing divergence began (``graphcheck.check.localise``); None until localised.
+    localisation: Localisation | None = None
+    #: Where a capture or step raised: (function, file, line) of the engine's innermost frame.
+    raised_at: tuple[str, str, int] | None = None
 
     @property
     def failures(self) -> list[Divergence]:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 #: The phases of one lockstep step, in the order they run.
-STEP_PHASES = ("reference", "eager", "graph", "record", "diff")
+STEP_PHASES = ("reference", "eager", "graph", "record", "diff", "state")
 
 #: Most checking overhead allowed: on an accelerator (graphs replay fast, so the
 #: reference and the diff weigh more), and on the CPU (emulated runner, 2 cores).
@@ -47,6 +47,7 @@ class LockstepTimings:
     graph: float = 0.0  # script events + step on the graph engine
     record: float = 0.0  # StepRecords: bindings of replayed graphs, memory bytes
     diff: float = 0.0  # diff_steps, address / shape / memory checks
+    state: float = 0.0  # state snapshots of both engines, their diff and slot hygiene
     wall: float = 0.0  # the whole step loop (Lockstep.run), phases and glue
     steps: int = 0
     runs: int = 0

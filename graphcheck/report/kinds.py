@@ -21,6 +21,12 @@ TITLES: dict[str, tuple[str, str]] = {
         "rebound instead of updated in place, or the captured storage was freed. Replays read stale memory.",
     ),
     "shape": ("Shape", "Bucket choice, padded vs real token counts, output slicing or buffer capacity disagree."),
+    "state": (
+        "State",
+        "An engine buffer's meaningful rows (running slots, the step's real-token rows, the cache blocks "
+        "of running requests) differ between the eager and the graph engine after a step, or a free "
+        "slot does not hold its idle value (slot hygiene): the cause, before it reaches a token.",
+    ),
     "seed": (
         "Seed",
         "infer_seed after a step disagrees: a path that does not advance it, advances it outside "

@@ -230,7 +230,7 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        return search.result(check_scenario(shrunk, backend, faults=faults))
+        return search.result(check_scenario(shrunk, backend, faults=faults, localise=True))
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
         return search.result(lost.outcome)
     except _OutOfMemory as stop:

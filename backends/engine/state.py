@@ -1,0 +1,118 @@
+"""Which rows of the engine's buffers mean something now (``Engine.state_snapshot``).
+
+* Per-slot state (``SLOT_IDLE``'s fields): the rows of the running slots are
+  request state; every other slot is free and must hold the field's idle value.
+* Packed target scratch: the step's real-token rows ``[0, cu_seqlens_q[R])``
+  (inputs) and ``[0, cu_seqlens_out[R])`` (output rows), and the offsets
+  ``cu_seqlens_*[0..R]``. Rows past them are padding (a graph's) or leftovers of
+  an earlier, larger pack (an eager engine's): never compared.
+* Packed draft scratch (``d_*``) only when asked (a kernel trace): after a step
+  an eager engine that proposed nothing has not repacked it, a graph engine has.
+* KV caches: every row of every block a running request owns (its block-table
+  row). Free blocks and the sink hold leftovers and padding writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from graphcheck.backends.engine.buffers import SLOT_IDLE, EngineBuffers
+from graphcheck.state import CACHE, SLOT, TOKEN, BufferState, EngineState
+
+#: Packed target inputs and output rows: buffer -> the prefix-sum buffer counting its rows.
+_TARGET_ROWS = {
+    "ids": "cu_seqlens_q",
+    "positions": "cu_seqlens_q",
+    "batch_ids": "cu_seqlens_q",
+    "slot_mapping": "cu_seqlens_q",
+    "batch_ids_out": "cu_seqlens_out",
+    "out_token_index": "cu_seqlens_out",
+}
+_DRAFT_ROWS = {
+    "d_ids": "d_cu_seqlens",
+    "d_positions": "d_cu_seqlens",
+    "d_batch_ids": "d_cu_seqlens",
+    "d_slot_mapping": "d_cu_seqlens",
+    "d_prev_hidden": "d_cu_seqlens",
+}
+_OFFSETS = ("cu_seqlens_q", "cu_seqlens_out")
+_DRAFT_OFFSETS = ("d_cu_seqlens",)
+_CACHES = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
+
+
+def _owners_of_offsets(R: int) -> np.ndarray:
+    owners = np.arange(R + 1, dtype=np.int64)
+    owners[R] = -1  # the end offset belongs to no slot
+    return owners
+
+
+def _segment_owners(cu: np.ndarray, R: int, capacity: int) -> np.ndarray:
+    """Slot owning each packed row ``[0, cu[R])`` of a layout with offsets ``cu`` (at most ``capacity`` rows)."""
+    counts = np.diff(cu[: R + 1]).clip(0, capacity)
+    return np.repeat(np.arange(R, dtype=np.int64), counts)[:capacity]
+
+
+def _cache_rows(tables: np.ndarray, slots: Sequence[int], block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    rows, owners = [], []
+    for slot in slots:
+        for block in tables[slot]:
+            if block > 0:
+                rows.append(np.arange(block * block_size, (block + 1) * block_size, dtype=np.int64))
+                owners.append(np.full(block_size, slot, dtype=np.int64))
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(rows), np.concatenate(owners)
+
+
+def _take(host: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    rows = rows[rows < host.shape[0]]
+    return host[rows]
+
+
+def snapshot_state(
+    xp: Any,
+    buffers: EngineBuffers,
+    running_slots: Sequence[int],
+    real_bsz: int,
+    block_size: int,
+    *,
+    draft_scratch: bool = False,
+    host: dict[str, np.ndarray] | None = None,
+) -> EngineState:
+    """The engine's state now: ``running_slots`` occupy slots, the last step packed ``real_bsz`` slots.
+
+    ``host``: host copies of the buffers already made (name -> array); the
+    rest are copied here in one batch.
+    """
+    named = buffers.named_tensors()
+    wanted = list(SLOT_IDLE) + list(_TARGET_ROWS) + list(_OFFSETS) + list(_CACHES) + ["block_tables"]
+    if draft_scratch:
+        wanted += list(_DRAFT_ROWS) + list(_DRAFT_OFFSETS)
+    host = dict(host or {})
+    missing = [n for n in dict.fromkeys(wanted) if n not in host]
+    host.update(zip(missing, xp.to_host_many([named[n] for n in missing])))
+    running = np.array(sorted(running_slots), dtype=np.int64)
+    B = host["seq_lens_this_time"].shape[0]
+    free = np.setdiff1d(np.arange(B, dtype=np.int64), running)
+    R = min(real_bsz, B)
+    states = [
+        BufferState(name, SLOT, running, host[name][running], running, free, host[name][free], idle)
+        for name, idle in SLOT_IDLE.items()
+    ]
+    offsets = _OFFSETS + (_DRAFT_OFFSETS if draft_scratch else ())
+    for name in offsets:
+        rows = np.arange(min(R + 1, host[name].shape[0]), dtype=np.int64)
+        states.append(BufferState(name, TOKEN, rows, host[name][rows], _owners_of_offsets(R)[: len(rows)]))
+    packed = dict(_TARGET_ROWS, **(_DRAFT_ROWS if draft_scratch else {}))
+    for name, offsets_name in packed.items():
+        cu = host[offsets_name]
+        owners = _segment_owners(cu, min(R, cu.shape[0] - 1), host[name].shape[0]) if R > 0 else np.zeros(0, np.int64)
+        rows = np.arange(len(owners), dtype=np.int64)
+        values = _take(host[name], rows)
+        states.append(BufferState(name, TOKEN, rows[: len(values)], values, owners[: len(values)]))
+    cache_rows, cache_owners = _cache_rows(host["block_tables"], running, block_size)
+    for name in _CACHES:
+        states.append(BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners))
+    return EngineState(tuple(states))

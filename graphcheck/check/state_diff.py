@@ -1,0 +1,157 @@
+"""Compare engine state snapshots: eager vs graph bit for bit, and slot hygiene.
+
+``diff_states`` compares the meaningful rows of every buffer two engines
+declare (``graphcheck.state``), as raw bytes: a float that differs only in its
+bits differs. ``check_hygiene`` checks one engine: every row of a free slot
+holds the buffer's idle value, so what a request leaves behind in its slot is
+found at the step it leaves, not when the slot's next occupant trips on it.
+Both yield ``state`` divergences, one per buffer, naming its first bad row.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphcheck.check.diff import Divergence
+from graphcheck.state import SLOT, BufferState, EngineState
+
+#: Elements of a row shown in a divergence; longer rows show their differing columns.
+_SHOWN = 8
+
+
+def _bytes_by_row(values: np.ndarray) -> np.ndarray:
+    n = values.shape[0]
+    return np.ascontiguousarray(values).reshape(n, -1).view(np.uint8)
+
+
+def differing_rows(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """Indices of the rows (first dimension) whose bytes differ; shapes must match."""
+    if expected.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    a, b = _bytes_by_row(expected), _bytes_by_row(actual)
+    return np.flatnonzero(np.any(a != b, axis=1))
+
+
+def _plain(x: Any) -> Any:
+    return x.tolist() if hasattr(x, "tolist") else x
+
+
+def describe_row(expected: np.ndarray, actual: np.ndarray) -> tuple[Any, Any, str]:
+    """``(expected, actual, where)`` for one row: scalars as they are, vectors cut to the differing columns."""
+    if np.ndim(expected) == 0:
+        return _plain(expected), _plain(actual), ""
+    e, a = np.ravel(expected), np.ravel(actual)
+    if e.size <= _SHOWN:
+        return _plain(e), _plain(a), ""
+    e, a = np.ascontiguousarray(e), np.ascontiguousarray(a)
+    cols = np.flatnonzero(np.any(e.view(np.uint8).reshape(e.size, -1) != a.view(np.uint8).reshape(a.size, -1), axis=1))
+    first = int(cols[0]) if cols.size else 0
+    lo = max(0, min(first, e.size - _SHOWN))
+    shown = slice(lo, lo + _SHOWN)
+    return _plain(e[shown]), _plain(a[shown]), f"columns {lo}..{lo + _SHOWN - 1} of {e.size}"
+
+
+def _request(slot: int, requests: Mapping[int, str]) -> str | None:
+    return requests.get(slot) if slot >= 0 else None
+
+
+def _one(
+    step: int,
+    buf: BufferState,
+    pair: str,
+    index: int,
+    expected: Any,
+    actual: Any,
+    count: int,
+    requests: Mapping[int, str],
+    extra: str,
+) -> Divergence:
+    row, owner = int(buf.rows[index]), int(buf.owners[index])
+    want, got, where = describe_row(expected, actual)
+    parts = [f"{buf.kind} buffer {buf.name}, row {row}"]
+    if where:
+        parts.append(where)
+    if count > 1:
+        parts.append(f"{count} rows differ")
+    if extra:
+        parts.append(extra)
+    return Divergence(
+        "state",
+        step,
+        buf.name,
+        pair,
+        want,
+        got,
+        _request(owner, requests),
+        owner if owner >= 0 else None,
+        detail="; ".join(parts),
+    )
+
+
+def diff_states(
+    expected: EngineState, actual: EngineState, step: int, pair: str, requests: Mapping[int, str]
+) -> list[Divergence]:
+    """One divergence per buffer whose meaningful rows differ between the two snapshots.
+
+    ``requests``: slot -> the request id running there (names the row's owner).
+    """
+    found = []
+    theirs = actual.by_name()
+    for mine in expected.buffers:
+        other = theirs.get(mine.name)
+        if other is None:
+            continue
+        if mine.values.shape != other.values.shape or not np.array_equal(mine.rows, other.rows):
+            found.append(
+                Divergence(
+                    "state",
+                    step,
+                    mine.name,
+                    pair,
+                    f"{len(mine.rows)} meaningful rows",
+                    f"{len(other.rows)} meaningful rows",
+                    detail=f"{mine.kind} buffer {mine.name}: the engines declare different meaningful rows "
+                    "(their offsets or block tables differ)",
+                )
+            )
+            continue
+        if mine.values.dtype != other.values.dtype:
+            continue  # a dtype difference is the engine's choice, never a state divergence
+        bad = differing_rows(mine.values, other.values)
+        if bad.size:
+            i = int(bad[0])
+            found.append(_one(step, mine, pair, i, mine.values[i], other.values[i], int(bad.size), requests, ""))
+    return found
+
+
+def check_hygiene(state: EngineState, step: int, engine: str, previous: Mapping[int, str]) -> list[Divergence]:
+    """One divergence per per-slot buffer with a free slot not holding its idle value.
+
+    ``previous``: slot -> the last request that ran there (named as the one that left it).
+    """
+    found = []
+    for buf in state.buffers:
+        if buf.kind != SLOT or not buf.has_idle or len(buf.idle_rows) == 0:
+            continue
+        idle = np.full_like(buf.idle_values, buf.idle_value)
+        bad = differing_rows(idle, buf.idle_values)
+        if not bad.size:
+            continue
+        i = int(bad[0])
+        slot = int(buf.idle_rows[i])
+        want, got, where = describe_row(idle[i], buf.idle_values[i])
+        left_by = previous.get(slot)
+        parts = [f"free slot {slot} of {buf.name} holds a non-idle value"]
+        if where:
+            parts.append(where)
+        if bad.size > 1:
+            parts.append(f"{bad.size} free slots dirty")
+        parts.append(f"left by request {left_by}" if left_by else "no request has run in this slot")
+        found.append(
+            Divergence(
+                "state", step, buf.name, f"slot hygiene ({engine})", want, got, left_by, slot, detail="; ".join(parts)
+            )
+        )
+    return found
