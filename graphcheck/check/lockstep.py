@@ -505,7 +505,7 @@ def check_scenario(
     scenario, never inside a search loop.
     """
     outcome = Lockstep(scenario, backend, faults=faults).run()
-    if localise and not outcome.clean:
+    if localise and not outcome.clean and outcome.device_error is None:
         from graphcheck.check.localise import localise_outcome
 
         outcome.localisation = localise_outcome(outcome, backend, faults=faults)

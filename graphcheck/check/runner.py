@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from graphcheck.adapter import EngineFactory
 from graphcheck.check.lockstep import Lockstep
@@ -32,11 +32,20 @@ class ScenarioDiverged(AssertionError):
     """A lockstep run found a failing divergence; ``outcome`` is the whole run.
 
     An AssertionError, so Hypothesis treats it as a failing example and shrinks it.
+    The message is built when it is first shown: only then is the scenario re-run
+    with a kernel trace to say where it diverged (not for every example a shrink
+    tries).
     """
 
-    def __init__(self, message: str, outcome: CheckOutcome):
-        super().__init__(message)
+    def __init__(self, message: str | Callable[[], str], outcome: CheckOutcome):
+        super().__init__("graphcheck: scenario diverged")
+        self._message = message
         self.outcome = outcome
+
+    def __str__(self) -> str:
+        if callable(self._message):
+            self._message = self._message()
+        return self._message
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,18 @@ class LockstepRunner:
         __tracebackhide__ = True  # pytest: the failure is the message, not this frame
         outcome = self(scenario, faults=faults)
         if not outcome.clean:
-            raise ScenarioDiverged(failure_report(outcome, self.backend, self.engine_factory), outcome)
+            raise ScenarioDiverged(lambda: self._report(outcome, faults), outcome)
         return outcome
+
+    def _report(self, outcome: CheckOutcome, faults: Sequence[str]) -> str:
+        from graphcheck.check.localise import localise_outcome
+
+        if outcome.localisation is None and outcome.device_error is None:
+            with single_threaded(self.backend):
+                outcome.localisation = localise_outcome(
+                    outcome, self.backend, faults=faults, engine_factory=self.engine_factory
+                )
+        return failure_report(outcome, self.backend, self.engine_factory)
 
 
 def replay_command(backend: Device, faults: Sequence[str], path: str = "scenario.json") -> str:
@@ -98,6 +117,8 @@ def failure_report(outcome: CheckOutcome, backend: Device, engine_factory: Engin
     ]
     if first.detail:
         lines += ["  " + line for line in first.detail.rstrip().splitlines()]
+    if outcome.localisation is not None:
+        lines.append(f"  where: {outcome.localisation.headline()}")
     rest = Counter(d.kind for d in outcome.failures[1:])
     if rest:
         lines.append("  also failing: " + ", ".join(f"{kind} x{n}" for kind, n in sorted(rest.items())))

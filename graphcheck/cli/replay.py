@@ -49,7 +49,7 @@ def replay_command(args: argparse.Namespace) -> int:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
-        outcome = check_scenario(scenario, backend, faults=faults)
+        outcome = check_scenario(scenario, backend, faults=faults, localise=True)
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         console.print(outcome_line(outcome))

@@ -206,7 +206,7 @@ def _run_in_process(
             if args.keep_going or not outcomes:
                 for scenario in builtin_scenarios(args.steps):
                     write_pending(pending, scenario)
-                    outcome = check_scenario(scenario, plan.backend, faults=plan.faults)
+                    outcome = check_scenario(scenario, plan.backend, faults=plan.faults, localise=True)
                     progress.example(scenario.name, outcome)
                     outcomes.append(outcome)
         except SearchInterrupted as stop:

@@ -190,5 +190,5 @@ def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobRes
     outcomes = []
     for scenario in builtin_scenarios(spec.steps):
         write_pending(pending, scenario)
-        outcomes.append(check_scenario(scenario, backend, faults=spec.faults))
+        outcomes.append(check_scenario(scenario, backend, faults=spec.faults, localise=True))
     return JobResult(job, len(outcomes), sum(o.steps_run for o in outcomes), outcomes=outcomes)
