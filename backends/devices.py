@@ -24,6 +24,7 @@ package metadata and the ``/dev/davinci*`` device nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import importlib.metadata
 import importlib.util
@@ -59,6 +60,15 @@ class Device:
     runner_factory: Callable[[], GraphRunner]
     description: str  # one line for reports: framework, version, device, runner
     emulated: bool = False
+    #: A runner whose graphs replay kernel by kernel, for a kernel trace (None: ``runner_factory``'s
+    #: graphs already do, or the device cannot, and a trace sees each replay as one call).
+    trace_runner_factory: Callable[[], GraphRunner] | None = None
+
+    def for_tracing(self) -> Device:
+        """This device with the runner a kernel trace needs (``graphcheck.check.localise``)."""
+        if self.trace_runner_factory is None:
+            return self
+        return dataclasses.replace(self, runner_factory=self.trace_runner_factory)
 
     def device_error(self) -> str | None:
         """After an engine exception: the device's sticky error, or None while it still works.
@@ -127,6 +137,12 @@ def _cuda_runner() -> GraphRunner:
     from .graphs.cuda import CudaGraphRunner
 
     return CudaGraphRunner()
+
+
+def _cuda_trace_runner() -> GraphRunner:
+    from .graphs.cuda import CudaGraphRunner
+
+    return CudaGraphRunner(per_kernel=True)
 
 
 def _torch_cpu(name: str, what: str) -> Device:
@@ -389,6 +405,7 @@ def resolve(name: str, *, emulate: bool = False) -> Device:
             framework="torch",
             device="cuda",
             runner_factory=_cuda_runner,
+            trace_runner_factory=_cuda_trace_runner,
             description=(
                 f"cuda: torch {torch.__version__} on cuda:{index} ({torch.cuda.get_device_name(index)}), "
                 "torch.cuda.CUDAGraph runner"

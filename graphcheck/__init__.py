@@ -38,6 +38,10 @@ _PUBLIC = {
     # checking your own engine
     "EngineAdapter": "graphcheck.adapter",
     "EngineFactory": "graphcheck.adapter",
+    "StateSnapshots": "graphcheck.adapter",
+    "EngineState": "graphcheck.state",
+    "BufferState": "graphcheck.state",
+    "Localisation": "graphcheck.check.records",
     # errors
     "GraphcheckError": "graphcheck.errors",
     "InputError": "graphcheck.errors",

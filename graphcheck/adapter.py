@@ -24,6 +24,7 @@ CapturedGraph          ``graphcheck.backends.graphs.base.Graph``
 GraphInput             ``graphcheck.backends.graphs.base.StaticInput``
 RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
 SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
+StateSnapshots         ``Engine.state_snapshot`` (optional protocol)
 =====================  ==========================================
 
 Capture and replay themselves are the engine's business: the harness never
@@ -31,13 +32,16 @@ calls ``capture`` or ``replay``. It audits what a capture recorded (the
 static-input table of every graph of the bucket a step replayed) against the
 engine's current buffers, so the protocol asks for the table, not the calls.
 
-State snapshot. The harness's snapshot of an engine after a step is what
-``step`` returns (a ``StepResult``: per request the accepted and draft tokens,
-``infer_seed``, ``step_idx``, ``seq_len`` and the stop flag) plus
-``last_step_info``; seeds, tokens and values are diffed from those. A dump of
-every buffer is deliberately not part of the protocol: nothing consumes it, and
-eager and graph engines legitimately differ in scratch and padding rows, so a
-whole-buffer diff would need per-engine knowledge of which rows are meaningful.
+State snapshots (optional). An engine may also implement
+:class:`StateSnapshots`: ``state_snapshot()`` returns, per named buffer, the
+rows that mean something now (``graphcheck.state``: the rows of running
+slots, the step's real-token rows, the cache rows of blocks running requests
+own) and, for per-slot buffers, the rows of free slots with the value they
+must hold. The lockstep then compares those rows eager vs graph bit for bit
+after every step and checks that free slots are idle (``state``
+divergences), and a kernel trace can name the first kernel where the engines
+part. Rows the engine does not declare (padding, scratch, free cache blocks)
+are never compared. An engine without it gets every other check.
 
 All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
 checks that the members exist (not their types or semantics; the lockstep run
@@ -49,6 +53,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
+from graphcheck.state import EngineState
 
 if TYPE_CHECKING:
     from graphcheck.backends.devices import Device
@@ -259,6 +264,23 @@ class EngineAdapter(Protocol):
 
 
 @runtime_checkable
+class StateSnapshots(Protocol):
+    """Optional: an engine that can say which rows of its buffers are request state now."""
+
+    def state_snapshot(self, *, during_step: bool = False) -> EngineState:
+        """The meaningful rows of every named buffer, copied to the host (``graphcheck.state``).
+
+        Called after every step (``during_step`` False): per-slot buffers give
+        the rows of the slots still running and, as idle rows, every free slot
+        (released this step or earlier) with the buffer's idle value; packed
+        per-token buffers the rows of the step just run; caches the rows of the
+        blocks running requests own. Buffer names are those of
+        ``buffer_tensors()``. ``during_step`` True: called between the kernels
+        of a step by a kernel trace; rows follow the step under way.
+        """
+
+
+@runtime_checkable
 class EngineFactory(Protocol):
     """Builds one engine for a lockstep run; ``Lockstep`` calls it twice per scenario.
 
@@ -294,5 +316,6 @@ __all__ = [
     "GraphInput",
     "RunnerInfo",
     "SlotCapacity",
+    "StateSnapshots",
     "StepReport",
 ]

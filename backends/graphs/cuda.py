@@ -20,17 +20,28 @@ host copies, data-dependent sizes) *before* they reach CUDA and invalidate the
 capture, and tracks which storages the capture allocated. Unlike the emulator
 it does not reject work outside kernels: the GPU captures it all.
 
+For a kernel trace, ``CudaGraphRunner(per_kernel=True)`` captures each
+outermost kernel call of a region into its own ``CUDAGraph`` (same pool,
+same stream, in order) instead of one graph for the region: replaying the
+segments in order does the same device work on the same frozen addresses and
+host values, and lets a tracer look at every kernel's arguments in between
+(:class:`PerKernelCudaGraph`). Device work in the region outside a kernel is
+not captured then; the engine's regions have none (the emulator refuses it).
+
 No torch.cuda API is called at import time.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import DeviceGraph, GraphRunner, StaticInputTable
+from .base import DeviceGraph, Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
+from .emulated import rebuild
 from .torch_ops import TorchOps
 from .warmup import ArgRecorder, region_label, restore, warm_up
 
@@ -48,12 +59,106 @@ class CudaGraph(DeviceGraph):
         return not self._storage_refs[i].expired()
 
 
+class _Segment:
+    """One kernel call captured alone: its graph, the kernel, and weak references to its arguments."""
+
+    def __init__(self, graph: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, result: Any, ops: TorchOps):
+        self.graph, self.fn, self.result = graph, fn, result
+        self._args = rebuild((args, kwargs), ops, weakref.ref)
+
+    def arguments(self) -> tuple[tuple, dict]:
+        """The captured arguments; a tensor the engine has let go of reads as None."""
+        (args, kwargs) = _resolve(self._args)
+        return args, kwargs
+
+    def replay(self) -> Any:
+        self.graph.replay()
+        return self.result
+
+
+def _resolve(obj: Any) -> Any:
+    if isinstance(obj, weakref.ref):
+        return obj()
+    if isinstance(obj, tuple):
+        return type(obj)(*(_resolve(o) for o in obj)) if hasattr(obj, "_fields") else tuple(_resolve(o) for o in obj)
+    if isinstance(obj, list):
+        return [_resolve(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _resolve(v) for k, v in obj.items()}
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        import copy
+
+        clone = copy.copy(obj)
+        for name in obj.__dataclass_fields__:
+            object.__setattr__(clone, name, _resolve(getattr(obj, name)))
+        return clone
+    return obj
+
+
+class _SegmentRecorder:
+    """KernelObserver for a per-kernel capture: each outermost kernel call becomes its own CUDAGraph."""
+
+    def __init__(self, runner: CudaGraphRunner, state: CaptureState, table: StaticInputTable, side: Any) -> None:
+        self.runner, self.side = runner, side
+        self.inner = ArgRecorder(runner.ops, state, table)
+        self.segments: list[_Segment] = []
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        torch = self.runner.torch
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.runner._pool, stream=self.side):
+            result = self.inner.run_kernel(fn, args, kwargs)
+        self.segments.append(_Segment(graph, fn, args, kwargs, result, self.runner.ops))
+        return result
+
+    def on_host_sync(self, what: str) -> None:
+        self.inner.on_host_sync(what)
+
+
+class PerKernelCudaGraph(Graph):
+    """A region captured as one CUDAGraph per kernel call; replays them in order.
+
+    Under a kernel tracer (``kernels.tracing``) each segment's replay is
+    reported as a call of its kernel with the captured arguments.
+    """
+
+    def __init__(self, segments: list[_Segment], outputs: Any, table: StaticInputTable, ops: TorchOps, label: str):
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self.label = label
+        self._segments = segments
+        self._ops = ops
+        self.outputs = outputs
+        self.static_inputs = tuple(table.inputs)
+        self._root_refs = tuple(weakref.ref(root) for root in table.roots)
+        self._storage_refs = tuple(StorageWeakRef(root.untyped_storage()) for root in table.roots)
+
+    def _input_alive(self, i: int) -> bool:
+        return not self._storage_refs[i].expired()
+
+    def replay(self) -> None:
+        tracer = kernels.current_tracer()
+        for segment in self._segments:
+            if tracer is None:
+                segment.graph.replay()
+                continue
+            args, kwargs = segment.arguments()
+            tracer.trace_call(
+                functools.wraps(segment.fn)(lambda *a, _s=segment, **k: _s.replay()), args, kwargs, graph=self.label
+            )
+
+    def kernel_calls(self) -> list[tuple[Callable[..., Any], tuple, dict]]:
+        """The captured kernel calls in replay order: ``(fn, args, kwargs)``."""
+        return [(s.fn, *s.arguments()) for s in self._segments]
+
+
 class CudaGraphRunner(GraphRunner):
     """Graph runner on ``torch.cuda.CUDAGraph`` with one shared memory pool."""
 
     name = "cuda"
 
-    def __init__(self, warmup_iters: int = 2, device: Any = None) -> None:
+    def __init__(self, warmup_iters: int = 2, device: Any = None, *, per_kernel: bool = False) -> None:
+        """``per_kernel``: capture one graph per kernel call (:class:`PerKernelCudaGraph`), for kernel traces."""
         import torch
 
         if not torch.cuda.is_available():
@@ -64,6 +169,7 @@ class CudaGraphRunner(GraphRunner):
         self.device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         self._pool: Any = None
         self._count = itertools.count(1)
+        self.per_kernel = per_kernel
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> CudaGraph:
         torch, ops = self.torch, self.ops
@@ -78,13 +184,21 @@ class CudaGraphRunner(GraphRunner):
                 self._warm_up(fn, side, snapshots, label)
                 state = CaptureState(label, check_escapes=False)
                 table = StaticInputTable(ops, state.region, names)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self._pool, stream=side):
-                    with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
-                        outputs = fn()
+                if self.per_kernel:
+                    recorder = _SegmentRecorder(self, state, table, side)
+                    with torch.cuda.stream(side):
+                        with kernels.observing(recorder), ops.capture_hooks(state):
+                            outputs = fn()
+                else:
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, pool=self._pool, stream=side):
+                        with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
+                            outputs = fn()
             finally:
                 restore(ops, snapshots)
                 torch.cuda.synchronize()
+        if self.per_kernel:
+            return PerKernelCudaGraph(recorder.segments, outputs, table, ops, label)
         return CudaGraph(graph, outputs, table, ops, label)
 
     def _warm_up(self, fn: Callable[[], Any], side: Any, snapshots: dict[int, Any], label: str) -> None:
