@@ -87,6 +87,11 @@ def _changed_rows(before: EngineState | None, after: EngineState | None) -> dict
         prev = old.get(buf.name)
         if prev is None or len(buf.rows) == 0:
             continue
+        if prev.values.shape == buf.values.shape and np.array_equal(prev.rows, buf.rows):
+            bad = differing_rows(prev.values, buf.values)
+            if bad.size:
+                out[buf.name] = buf.rows[bad].astype(np.int64)
+            continue
         index = {int(r): i for i, r in enumerate(prev.rows)}
         changed = []
         for i, row in enumerate(buf.rows):
@@ -103,11 +108,12 @@ def _values_at(state: EngineState, name: str, rows: np.ndarray) -> tuple[np.ndar
     buf = state.by_name().get(name)
     if buf is None:
         return None
-    index = {int(r): i for i, r in enumerate(buf.rows)}
-    picks = [index.get(int(r)) for r in rows]
-    if any(p is None for p in picks):
+    order = np.argsort(buf.rows, kind="stable")
+    where = np.searchsorted(buf.rows, rows, sorter=order)
+    where = np.clip(where, 0, max(len(order) - 1, 0))
+    take = order[where] if len(order) else where
+    if len(rows) and (not len(order) or not np.array_equal(buf.rows[take], rows)):
         return None
-    take = np.array(picks, dtype=np.int64)
     return buf.values[take], buf.owners[take]
 
 
@@ -672,7 +678,9 @@ def localise(
     if found is not None:
         return found
     if first.pair.startswith("slot hygiene"):
-        return _hygiene(run, first, t)
+        return _last_writer(run, first, t, "graph" if "graph" in first.pair else "eager")
+    if first.kind == "state":  # the engines already differed when the step began
+        return _last_writer(run, first, t, "graph")
     return _reference_only(run, first, eager)
 
 
@@ -685,17 +693,23 @@ def _row_changed(arg: Any, row: int | None) -> bool:
     return arg.value[row].tobytes() != arg.after[row].tobytes()
 
 
-def _hygiene(run: _Run, first: Divergence, t: int) -> Localisation:
-    """A free slot holding a non-idle value: the last call (construction or step) that wrote that buffer."""
-    engine = "graph" if "graph" in first.pair else "eager"
+def _last_writer(run: _Run, first: Divergence, t: int, engine: str) -> Localisation:
+    """The last traced call (construction or step ``t``) of ``engine`` that wrote the diverging row.
+
+    For a dirty free slot, and for a state difference no kernel of step ``t``
+    made (the engines already differed when it began: construction left it).
+    """
     trace = run.traces[engine]
     for call in reversed([c for c in trace.calls if c.phase in ("construction", f"step {t}")]):
         for arg in call.args:
             if arg.changed and arg.buffer == first.tensor and _row_changed(arg, first.slot):
+                state = f"free slot {first.slot} at {first.actual!r}, not the idle {first.expected!r}"
+                if not first.pair.startswith("slot hygiene"):
+                    state = f"slot {first.slot} at {first.actual!r} in the graph engine, {first.expected!r} eagerly"
                 return Localisation(
                     step=t,
                     method="kernel trace",
-                    reason=f"the last call to write {first.tensor} ({call.phase}) leaves free slot {first.slot} at {first.actual!r}, not the idle {first.expected!r}",
+                    reason=f"the last call to write {first.tensor} ({call.phase}) leaves {state}",
                     kernel=call.kernel,
                     argument=arg.path,
                     buffer=first.tensor,
@@ -712,7 +726,7 @@ def _hygiene(run: _Run, first: Divergence, t: int) -> Localisation:
     return Localisation(
         step=t,
         method="kernel trace",
-        reason=f"free slot {first.slot} of {first.tensor} is not idle and no traced call wrote it",
+        reason=f"slot {first.slot} of {first.tensor} differs ({first.pair}) and no traced call wrote it",
         buffer=first.tensor,
         argument=first.tensor,
         slot=first.slot,

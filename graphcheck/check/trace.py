@@ -17,6 +17,7 @@ snapshots: the engine does not exist yet; its calls are named afterwards.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 import sys
@@ -119,14 +120,19 @@ def _caller() -> tuple[str, str, int] | None:
     )
 
 
-def source_of(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
-    """The file and first line of ``fn``'s definition, where Python can tell."""
-    target = inspect.unwrap(fn)
+@functools.lru_cache(maxsize=1024)
+def _source_of_code(code: Any) -> tuple[str | None, int | None]:
     try:
-        return inspect.getsourcefile(target), inspect.getsourcelines(target)[1]
-    except (TypeError, OSError):
-        code = getattr(target, "__code__", None)
-        return (code.co_filename, code.co_firstlineno) if code is not None else (None, None)
+        path = inspect.getsourcefile(code) or code.co_filename
+    except TypeError:
+        path = code.co_filename
+    return path, code.co_firstlineno
+
+
+def source_of(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
+    """The file and first line of ``fn``'s definition (its first decorator), where Python can tell."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return _source_of_code(code) if code is not None else (None, None)
 
 
 def bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
