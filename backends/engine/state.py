@@ -54,16 +54,16 @@ def _segment_owners(cu: np.ndarray, R: int, capacity: int) -> np.ndarray:
     return np.repeat(np.arange(R, dtype=np.int64), counts)[:capacity]
 
 
-def _cache_rows(tables: np.ndarray, slots: Sequence[int], block_size: int) -> tuple[np.ndarray, np.ndarray]:
-    rows, owners = [], []
-    for slot in slots:
-        for block in tables[slot]:
-            if block > 0:
-                rows.append(np.arange(block * block_size, (block + 1) * block_size, dtype=np.int64))
-                owners.append(np.full(block_size, slot, dtype=np.int64))
-    if not rows:
+def _cache_rows(tables: np.ndarray, slots: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cache rows of every block the slots own (block-table entries > 0, the sink is 0), and their owner."""
+    if len(slots) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rows), np.concatenate(owners)
+    owned = tables[slots]
+    slot_of, column = np.nonzero(owned > 0)
+    blocks = owned[slot_of, column].astype(np.int64)
+    rows = (blocks[:, None] * block_size + np.arange(block_size, dtype=np.int64)).reshape(-1)
+    owners = np.repeat(np.asarray(slots, dtype=np.int64)[slot_of], block_size)
+    return rows, owners
 
 
 def _take(host: np.ndarray, rows: np.ndarray) -> np.ndarray:
