@@ -113,7 +113,8 @@ _CATALOG = (
         "sglang #10892 / #22958 / #25529, vllm-ascend #15461: rows between the real batch and the bucket "
         "keep an earlier batch's data (the fix pattern, e.g. gLLM #174: fill slot_mapping[real:padded] "
         "with a dummy slot)",
-        "token (eager vs graph) at the first replay with fewer real tokens than an earlier pack whose "
+        "state (k_cache, eager vs graph: the token it later corrupts, with state snapshots off) at the first "
+        "replay with fewer real tokens than an earlier pack whose "
         "stale rows map to KV of a request still decoding",
         breaks=("pack_target_inputs", "slot_mapping", "batch_ids", "batch_ids_out"),
     ),
@@ -124,7 +125,8 @@ _CATALOG = (
         "instead of the sink: a graph's draft forward, packed to the bucket's token capacity, writes padding "
         "KV over the draft cache of the request in slot 0 (eager packs have no padding rows)",
         "tokenspeed #955: padded draft rows wrote draft KV into another request's pages",
-        "token (draft_tokens, eager vs graph) of the request in slot 0 at the first replay",
+        "state (draft_k_cache of the request in slot 0, eager vs graph) at the first replay; its draft_tokens "
+        "(token) with state snapshots off",
         breaks=("pack_draft_inputs", "d_slot_mapping"),
     ),
     Fault(
@@ -173,7 +175,7 @@ _CATALOG = (
         "the sampling of eager steps only: replayed steps never advance it and reuse one random stream",
         "FastDeploy #8061 (the (k+1)*4 increment had to move into the op the graph captures); Megatron-LM #5697 "
         "(RNG offset frozen at capture)",
-        "seed (infer_seed, eager vs graph) at the first replay",
+        "state (infer_seed, eager vs graph), then seed at the same step, at the first replay",
         breaks=("build_sampling_params", "advance_infer_seed", "infer_seed"),
     ),
     Fault(
@@ -204,7 +206,8 @@ _CATALOG = (
         "a graph freezes the capture-time value (one block: every slot idle)",
         "vllm #20190 class: a Python int (max_seq_len, real_bsz, a token count) read inside the captured "
         "region and frozen at capture",
-        "token (eager vs graph) at the first replay where a request's KV reaches past the first block",
+        "state (accept_tokens or draft tokens, eager vs graph; token with state snapshots off) at the first "
+        "replay where a request's KV reaches past the first block",
         breaks=("target_forward", "span_blocks"),
     ),
     Fault(
@@ -215,7 +218,7 @@ _CATALOG = (
         "(needs num_model_steps >= 2)",
         "FastDeploy #8061: only the first draft substep may be captured; later substeps replay a graph built "
         "for other inputs",
-        "token (draft_tokens, eager vs graph) at the first replay",
+        "state (draft_k_cache, eager vs graph; draft_tokens with state snapshots off) at the first replay",
         breaks=("pack_draft_inputs", "_repack_substep"),
     ),
     Fault(
@@ -235,7 +238,8 @@ _CATALOG = (
         "like FastDeploy's accept_all_drafts) and does not restore it, while the host mirror of the "
         "override buffer still says -1, so the first real steps accept every draft",
         "TensorRT-LLM #15775: dummy-run flags and probabilities survive capture into the first real replay",
-        "token (accept_tokens, eager vs graph) at the first replayed step",
+        "state (accept_override, eager vs graph, and slot hygiene of the graph engine) at step 0, before any "
+        "replay; token (accept_tokens) at the first replayed step",
         breaks=("_warm_replay", "accept_override"),
     ),
     Fault(
@@ -244,7 +248,8 @@ _CATALOG = (
         "verify_drafts on graph steps (inside the graph, or after the replay in scope forward) drops the "
         "reasoning_status == 1 rule that rejects all drafts; eager steps keep it",
         "FastDeploy verify rules: reasoning_status == 1 must reject all drafts",
-        "token (accept_tokens, eager vs graph) at the first replay where a request in reasoning_status 1 "
+        "state (accept_tokens, eager vs graph; token with state snapshots off) at the first replay where a "
+        "request in reasoning_status 1 "
         "would accept a draft",
         breaks=("verify_drafts", "reasoning_rule"),
     ),

@@ -42,6 +42,56 @@ _DRAFT_OFFSETS = ("d_cu_seqlens",)
 _CACHES = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
 
 
+#: The order a step writes the buffers in (admission and host writes, the target pack and forward,
+#: sampling, verify, the status update, the draft): snapshots list them so, and the lockstep
+#: reports the first buffer that differs first, which is the earliest in the step.
+STEP_ORDER = (
+    "block_tables",
+    "accept_override",
+    "reasoning_status",
+    "max_dec_len",
+    "prompt_lens",
+    "top_p",
+    "top_k",
+    "temperature",
+    "eos_ids",
+    "ids",
+    "positions",
+    "batch_ids",
+    "slot_mapping",
+    "cu_seqlens_q",
+    "cu_seqlens_out",
+    "batch_ids_out",
+    "out_token_index",
+    "k_cache",
+    "v_cache",
+    "infer_seed",
+    "accept_tokens",
+    "accept_num",
+    "stop_flags",
+    "step_idx",
+    "seq_lens_this_time",
+    "seq_lens_encoder",
+    "seq_lens_decoder",
+    "token_ids_all",
+    "d_ids",
+    "d_positions",
+    "d_batch_ids",
+    "d_slot_mapping",
+    "d_prev_hidden",
+    "d_cu_seqlens",
+    "draft_k_cache",
+    "draft_v_cache",
+    "draft_seq_lens_this_time",
+    "draft_seq_lens_encoder",
+    "draft_seq_lens_decoder",
+    "draft_input_tokens",
+    "draft_last_hidden",
+    "draft_tokens",
+)
+_RANK = {name: i for i, name in enumerate(STEP_ORDER)}
+
+
 def _owners_of_offsets(R: int) -> np.ndarray:
     owners = np.arange(R + 1, dtype=np.int64)
     owners[R] = -1  # the end offset belongs to no slot
@@ -115,4 +165,4 @@ def snapshot_state(
     cache_rows, cache_owners = _cache_rows(host["block_tables"], running, block_size)
     for name in _CACHES:
         states.append(BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners))
-    return EngineState(tuple(states))
+    return EngineState(tuple(sorted(states, key=lambda b: _RANK.get(b.name, len(_RANK)))))
