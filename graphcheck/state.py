@@ -56,6 +56,9 @@ class EngineState:
     """An engine's persistent state after a step (or after construction): one entry per buffer."""
 
     buffers: tuple[BufferState, ...]
+    #: Broken layout invariants the engine declares about itself (e.g. packed offsets that do not
+    #: match the packed rows' slots), one message each; a kernel trace names the call that broke one.
+    violations: tuple[str, ...] = ()
 
     def by_name(self) -> dict[str, BufferState]:
         return {b.name: b for b in self.buffers}

@@ -191,3 +191,17 @@ def test_a_snapshot_copies_values(cpu) -> None:
     engine.step(1, {})
     assert np.array_equal(snap.by_name()["step_idx"].values, before)
     assert dataclasses.is_dataclass(snap)
+
+
+def test_layout_violations_name_offsets_and_rows_that_disagree() -> None:
+    from graphcheck.backends.engine.state import layout_violations
+
+    good = {"cu_seqlens_q": np.array([0, 2, 3, 3]), "batch_ids": np.array([0, 0, 1, -1, 5])}
+    assert layout_violations(good, 3) == ()
+    shuffled = dict(good, batch_ids=np.array([0, 1, 1, -1, 5]))
+    (message,) = layout_violations(shuffled, 3)
+    assert message.startswith("batch_ids[1] = 1") and "slot 0" in message
+    falling = dict(good, cu_seqlens_q=np.array([0, 2, 1, 3]))
+    (message,) = layout_violations(falling, 3)
+    assert message.startswith("cu_seqlens_q[2] = 1")
+    assert layout_violations(good, 0) == ()

@@ -116,6 +116,30 @@ def _cache_rows(tables: np.ndarray, slots: np.ndarray, block_size: int) -> tuple
     return rows, owners
 
 
+#: Packed layouts: (offsets, the slot of each packed row). A pack writes both; they must agree.
+_LAYOUTS = (("cu_seqlens_q", "batch_ids"), ("cu_seqlens_out", "batch_ids_out"), ("d_cu_seqlens", "d_batch_ids"))
+
+
+def layout_violations(host: dict[str, np.ndarray], R: int) -> tuple[str, ...]:
+    """The packed layouts whose offsets ``[0..R]`` are not prefix sums of their rows' slots."""
+    found = []
+    for offsets, slots in _LAYOUTS:
+        if offsets not in host or slots not in host or R <= 0:
+            continue
+        cu, owner = host[offsets][: R + 1], host[slots]
+        steps = np.diff(cu)
+        if cu[0] != 0 or (steps < 0).any() or cu[-1] > owner.shape[0]:
+            bad = int(np.flatnonzero(steps < 0)[0]) + 1 if (steps < 0).any() else (0 if cu[0] != 0 else R)
+            found.append(f"{offsets}[{bad}] = {int(cu[bad])}: not a prefix sum of the packed rows (R = {R})")
+            continue
+        want = np.repeat(np.arange(R, dtype=owner.dtype), steps)
+        got = owner[: int(cu[-1])]
+        if not np.array_equal(got, want):
+            row = int(np.flatnonzero(got != want)[0])
+            found.append(f"{slots}[{row}] = {int(got[row])} but {offsets} puts row {row} in slot {int(want[row])}")
+    return tuple(found)
+
+
 def _take(host: np.ndarray, rows: np.ndarray) -> np.ndarray:
     rows = rows[rows < host.shape[0]]
     return host[rows]
@@ -165,4 +189,5 @@ def snapshot_state(
     cache_rows, cache_owners = _cache_rows(host["block_tables"], running, block_size)
     for name in _CACHES:
         states.append(BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners))
-    return EngineState(tuple(sorted(states, key=lambda b: _RANK.get(b.name, len(_RANK)))))
+    ordered = tuple(sorted(states, key=lambda b: _RANK.get(b.name, len(_RANK))))
+    return EngineState(ordered, layout_violations(host, R) if draft_scratch else ())

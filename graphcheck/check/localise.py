@@ -521,8 +521,41 @@ class _Run:
                 engine.step(t, self.scenario.accept_overrides_at(t))
 
 
+def _broke_layout(first: Divergence, calls: list[CallRecord]) -> Localisation | None:
+    """The first call after which the engine's own layout invariants break anew (both engines agree)."""
+    for call in calls:
+        if call.before is None or call.after is None:
+            continue
+        new = [v for v in call.after.violations if v not in call.before.violations]
+        if new:
+            buffer = new[0].split("[", 1)[0]
+            return Localisation(
+                step=first.step,
+                method="reference",
+                reason=f"eager and graph agree, both differ from the reference ({first.pair}); this call leaves "
+                f"the engine's packed layout inconsistent: {new[0]}",
+                kernel=call.kernel,
+                argument=buffer,
+                buffer=buffer,
+                position=f"kernel {call.index + 1} of {len(calls)} of step {first.step} (eager engine)",
+                where=call.where,
+                expected=first.expected,
+                actual=first.actual,
+                slot=first.slot,
+                request_id=first.request_id,
+                source_file=_relative(call.source),
+                source_line=call.line,
+                **_caller_fields(call),
+            )
+    return None
+
+
 def _reference_only(run: _Run, first: Divergence, calls: list[CallRecord]) -> Localisation:
-    """Both engines agree: the last kernel of the step that wrote the diverging buffer's row."""
+    """Both engines agree: a call that broke the engine's layout invariants, else the last kernel of
+    the step that wrote the diverging buffer's row."""
+    broke = _broke_layout(first, calls)
+    if broke is not None:
+        return broke
     name, slot = first.tensor, first.slot
     for call in reversed(calls):
         rows = _changed_rows(call.before, call.after).get(name)
