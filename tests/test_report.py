@@ -705,3 +705,52 @@ def test_state_divergences_get_their_table_and_slot_hygiene_its_labels(tmp_path:
     card = html[html.index('id="outcome-0-headline"') : html.index('id="replay"')]
     assert "<th>expected (idle value)</th>" in card and "<th>actual (graph engine)</th>" in card
     assert re.search(r'<tr class="row-first" id="outcome-0-step-2">.*?<td>state</td></tr>', html, re.S)
+
+
+def test_divergences_json_carries_the_localisation(tmp_path: Path) -> None:
+    from graphcheck.check.records import Localisation
+
+    loc = samples.LOCALISATION
+    paths = write([samples.localised_outcome(), samples.clean_outcome()], tmp_path / "json")
+    doc = json.loads(paths.divergences_json.read_text(encoding="utf-8"))
+    assert doc["format"] == 2
+    got = doc["outcomes"][0]["localisation"]
+    assert got == {
+        **{f.name: jsonable(getattr(loc, f.name)) for f in dataclasses.fields(Localisation)},
+        "headline": loc.headline(),
+        "target": "target_forward / slot_mapping",
+    }
+    assert got["rows"] == [4, 5] and got["source_file"] == "backends/engine/forward.py" and got["source_line"] == 72
+    assert got["caller"] == "Engine._run_graph" and got["caller_line"] == 493
+    assert doc["outcomes"][1]["localisation"] is None  # clean
+    plain = json.loads(write([samples.diverged_outcome()], tmp_path / "plain").divergences_json.read_text())
+    assert plain["outcomes"][0]["localisation"] is None  # diverged, not localised
+
+
+def test_junit_failure_text_says_where_it_began(tmp_path: Path) -> None:
+    out = samples.localised_outcome()
+    root = ET.parse(write([out], tmp_path / "j").junit_xml).getroot()
+    [failure] = root.findall("testcase/failure")
+    assert failure.get("message") == out.first.headline()
+    lines = failure.text.splitlines()
+    assert lines[:2] == [out.first.headline(), f"where: {samples.LOCALISATION.headline()}"]
+
+    outcomes, suites = samples.fuzzed_divergence()
+    outcomes[0].localisation = samples.LOCALISATION
+    root = ET.parse(write(outcomes, tmp_path / "suites", suites=suites).junit_xml).getroot()
+    [failure] = root.findall("testcase[@name='padding']/failure")
+    assert f"where: {samples.LOCALISATION.headline()}" in failure.text
+
+
+def test_fuzz_json_says_where_each_suite_diverged(tmp_path: Path) -> None:
+    from graphcheck.search.fuzz import FuzzResult, write_fuzz_summary
+
+    results = [
+        FuzzResult("padding", 12, 80, samples.localised_outcome(), 1.5, 3),
+        FuzzResult("seeds", 4, 30, samples.diverged_outcome(), 0.5, 2),
+        FuzzResult("addresses", 8, 50, None, 0.5),
+    ]
+    write_fuzz_summary(tmp_path / "fuzz.json", results, seed=0)
+    entries = json.loads((tmp_path / "fuzz.json").read_text())["suites"]
+    assert [e["where"] for e in entries] == [samples.LOCALISATION.headline(), None, None]
+    assert entries[0]["first"] == samples.diverged_outcome().first.headline()
