@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from typing import Sequence
 
 from graphcheck.check.diff import Divergence
-from graphcheck.check.records import SOURCES, Binding, CheckOutcome, StepRecord
+from graphcheck.check.records import SOURCES, Binding, CheckOutcome, Localisation, StepRecord
 from graphcheck.report import RunInfo, SuiteRun
 from graphcheck.scenario import SEED_MODULUS, RequestSpec, RequestStep, Scenario, StepResult
 from graphcheck.search.builtin import demo_scenario
@@ -249,6 +249,36 @@ def every_kind_outcome() -> CheckOutcome:
             detail="HostSyncError: .item() inside graph capture\n  at backends/engine/draft.py:40",
         ),
     ]
+    return out
+
+
+#: Where ``localised_outcome`` says its first divergence began (values hostile where the page must escape them).
+LOCALISATION = Localisation(
+    step=3,
+    method="kernel trace",
+    reason=f"padding rows past the real tokens point at request rows the call then overwrote {XSS}",
+    kernel="target_forward",
+    argument="buf.slot_mapping",
+    buffer="slot_mapping",
+    position="kernel 2 of 12 of step 3 (graph engine)",
+    where="inside graph #1 (target/4)",
+    rows=(4, 5),
+    expected="padding <sink> & co",
+    actual=[19, 20],
+    slot=0,
+    request_id="r0",
+    source_file="backends/engine/forward.py",
+    source_line=72,
+    caller="Engine._run_graph",
+    caller_file="backends/engine/engine.py",
+    caller_line=493,
+)
+
+
+def localised_outcome(localisation: Localisation = LOCALISATION) -> CheckOutcome:
+    """The diverged sample with a localisation of its first failing divergence (the address at step 3)."""
+    out = diverged_outcome()
+    out.localisation = localisation
     return out
 
 

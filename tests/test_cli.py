@@ -133,3 +133,28 @@ def test_console_script_runs_as_a_module(tmp_path: Path) -> None:
     assert proc.returncode == exitcodes.CLEAN, proc.stdout + proc.stderr
     (run_dir,) = _run_dirs(tmp_path)
     assert Scenario.from_json((run_dir / "scenario.json").read_text())
+
+
+@slow
+def test_run_localises_stale_padding_rows_to_the_target_forward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--suite", "padding", "--inject", "stale-padding-rows", "--examples", "3", "--database", "none"]
+    assert main([*argv, "--report-dir", str(tmp_path), "--quiet"]) == exitcodes.DIVERGENCE
+    out = capsys.readouterr().out
+    (run_dir,) = _run_dirs(tmp_path)
+    doc = json.loads((run_dir / "divergences.json").read_text())
+    assert doc["format"] == 2
+    (failing,) = [o for o in doc["outcomes"] if not o["clean"]]
+    where = failing["localisation"]
+    # stale padding rows: the target forward reads buf.slot_mapping's padding, which points at request rows
+    assert where["kernel"] == "target_forward" and where["argument"] == "buf.slot_mapping"
+    assert where["buffer"] == "slot_mapping" and where["step"] == failing["first"]["step"]
+    assert where["source_file"] and where["source_line"]
+    assert f"where: {where['headline']}" in out.splitlines()
+    html = (run_dir / "index.html").read_text()
+    assert 'id="outcome-0-where"' in html and "target_forward" in html
+    fuzzed = json.loads((run_dir / "fuzz.json").read_text())["suites"]
+    assert fuzzed[0]["where"] == where["headline"]
+    junit = (run_dir / "junit.xml").read_text()
+    assert "where: first diverged in target_forward" in junit

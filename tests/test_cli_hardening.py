@@ -64,10 +64,19 @@ def test_replay_of_a_report_folder_uses_the_recorded_faults(
     (report,) = run_dirs(tmp_path / "reports")
     # the console names the replay command, with the run's settings
     assert f"replay: graphcheck replay {report / 'scenario.json'} --backend cpu --inject {FAULT}" in out
+    # and, under the verdict, where the divergence began: the kernel the report localises it to
+    where = json.loads((report / "divergences.json").read_text())["outcomes"][0]["localisation"]
+    assert where["kernel"] == "target_forward"
+    lines = out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("DIVERGENCE "))
+    assert lines[verdict + 1] == f"where: {where['headline']}"
 
     assert main(["replay", str(report), "--report-dir", str(tmp_path / "replays")]) == exitcodes.DIVERGENCE
     out = capsys.readouterr().out
     assert f"injected: {FAULT}" in out and "settings recorded in" in out and "divergence" in out
+    lines = out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("divergence "))
+    assert lines[verdict + 1] == f"where: {where['headline']}"  # the replay finds the same place
     # an option on the command line overrides the recorded value; the scenario is clean without the fault
     assert main(["replay", str(report / "scenario.json"), "--report-dir", str(tmp_path / "replays")]) == exitcodes.CLEAN
     capsys.readouterr()
@@ -119,6 +128,34 @@ def test_engine_text_is_printed_as_one_visible_line() -> None:
     message = "boom [/x]\n::error::x"
     Console(file=out, force_terminal=False, width=200).print(f"device lost {plain(message)}")
     assert out.getvalue() == "device lost boom [/x]\\n::error::x\n"
+
+
+def test_the_where_line_is_one_visible_line_of_plain_text() -> None:
+    from io import StringIO
+
+    from graphcheck.check.records import Localisation
+    from graphcheck.cli.console import where_line
+
+    outcome = failing_outcome_stub()
+    assert where_line(outcome) is None  # not localised: no line
+    outcome.localisation = Localisation(
+        step=2, method="kernel trace", reason="boom [/x]\n::error::x", kernel="k[bold]", argument="buf.x"
+    )
+    out = StringIO()
+    Console(file=out, force_terminal=False, width=300).print(where_line(outcome))
+    assert out.getvalue() == ("where: first diverged in k[bold], argument buf.x at step 2: boom [/x]\\n::error::x\n")
+    outcome.divergences = []  # clean: nothing to locate
+    assert where_line(outcome) is None
+    assert where_line(None) is None
+
+
+def failing_outcome_stub() -> Any:
+    from graphcheck.check.diff import Divergence
+    from graphcheck.check.records import CheckOutcome
+
+    outcome = CheckOutcome(demo_scenario(num_steps=3), "cpu", "emulated")
+    outcome.divergences = [Divergence("token", 2, "accept_tokens", "eager vs graph", [1], [2], "r0", 0)]
+    return outcome
 
 
 def test_github_mode_stops_workflow_commands_while_the_engine_runs(

@@ -189,6 +189,69 @@ def test_annotations_for_the_top_divergences(tmp_path: Path) -> None:
     assert (crash.file, crash.line) == ("backends/engine/verify.py", 88)
 
 
+def test_the_localised_divergence_points_at_the_kernel_source(tmp_path: Path) -> None:
+    outcome = samples.localised_outcome()
+    loc = samples.LOCALISATION
+    run = _run([outcome], tmp_path)
+    errors = [n for n in github.annotations(run) if n.level == "error"]
+    first, second = errors[0], errors[1]
+    assert (first.file, first.line) == ("backends/engine/forward.py", 72)
+    assert first.message.startswith(f"{outcome.first.headline()}\nwhere: {loc.headline()}\n")
+    assert "replay: graphcheck replay reports/20260509-073525/scenario.json" in first.message
+    command = first.command()
+    assert command.startswith("::error file=backends/engine/forward.py,line=72,title=graphcheck%3A address divergence")
+    assert "%0Awhere: first diverged in target_forward (backends/engine/forward.py:72)" in command
+    assert "\n" not in command and "<script>alert(1)</script>" in command  # plain text: the runner shows it escaped
+    # the localisation is about the first divergence only: the others keep their own location
+    assert (second.file, second.line) == ("reports/20260509-073525/scenario.json", None)
+    assert "where:" not in second.message
+
+
+@pytest.mark.parametrize(
+    "source_file, source_line",
+    [("/abs/engine/forward.py", 72), (None, None), ("backends/engine/forward.py", None)],
+    ids=["absolute", "no file", "no line"],
+)
+def test_a_localisation_without_a_relative_line_keeps_the_scenario_file(
+    tmp_path: Path, source_file: str | None, source_line: int | None
+) -> None:
+    loc = dataclasses.replace(samples.LOCALISATION, source_file=source_file, source_line=source_line)
+    run = _run([samples.localised_outcome(loc)], tmp_path)
+    first = github.annotations(run)[0]
+    assert (first.file, first.line) == ("reports/20260509-073525/scenario.json", None)
+    assert f"where: {loc.headline()}" in first.message
+
+
+def test_summary_says_where_it_first_diverged(tmp_path: Path) -> None:
+    loc = samples.LOCALISATION
+    text = render_summary(_run([samples.localised_outcome()], tmp_path))
+    (line,) = [line for line in text.splitlines() if line.startswith("**Where it first diverged**")]
+    assert line == f"**Where it first diverged**: {md(loc.headline(), 600)}"
+    assert r"\<script\>" in line and "<script>" not in line
+    linked = render_summary(
+        _run(
+            [samples.localised_outcome()],
+            tmp_path,
+            repository="acme/engine",
+            server_url="https://github.com",
+            sha="0123abcd",
+        )
+    )
+    assert (
+        "([backends/engine/forward.py:72](https://github.com/acme/engine/blob/0123abcd/backends/engine/forward.py#L72))"
+        in linked
+    )
+    assert "Where it first diverged" not in render_summary(_run([samples.diverged_outcome()], tmp_path))
+
+
+def test_ci_context_reads_the_commit() -> None:
+    env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_SHA": "cafe"}
+    context = github.CiContext.from_env(env)
+    assert context.sha == "cafe" and context.blob_links is not None
+    assert context.blob_links.url("a b/c.py", 3) == "https://github.com/o/r/blob/cafe/a%20b/c.py#L3"
+    assert github.CiContext.from_env({}).blob_links is None
+
+
 def test_source_location_skips_frames_outside_the_workspace(tmp_path: Path) -> None:
     assert source_location('File "/elsewhere/site-packages/torch/x.py", line 3', tmp_path) is None
     assert source_location('File "backends/missing.py", line 3', tmp_path) is None
@@ -351,6 +414,15 @@ def test_run_writes_the_step_summary_and_annotations(
     # the summary describes the run the report describes: the same elapsed time, not a blank RunInfo
     recorded = json.loads((run_dir / "divergences.json").read_text(encoding="utf-8"))["run"]["elapsed_s"]
     assert recorded > 0 and f"| elapsed | {recorded:.1f} s |" in text
+    # the first error points at the kernel where the divergence began; the others at the shrunk scenario
+    doc = json.loads((run_dir / "divergences.json").read_text(encoding="utf-8"))
+    loc = next(o for o in doc["outcomes"] if not o["clean"])["localisation"]
+    assert loc["source_file"] and not Path(loc["source_file"]).is_absolute() and loc["source_line"]
+    assert f"**Where it first diverged**: {md(loc['headline'], 600)}" in text
     out = capsys.readouterr().out
     errors = [line for line in out.splitlines() if line.startswith("::error ")]
-    assert errors and f"file={run_dir / 'scenario.json'}".replace(":", "%3A").replace(",", "%2C") in errors[0]
+    assert errors and errors[0].startswith(f"::error file={loc['source_file']},line={loc['source_line']},")
+    assert f"%0Awhere: {loc['headline']}%0A" in errors[0]
+    scenario = f"file={run_dir / 'scenario.json'}".replace(":", "%3A").replace(",", "%2C")
+    assert all(scenario in line for line in errors[1:])
+    assert f"replay: graphcheck replay {run_dir / 'scenario.json'}" in errors[0]

@@ -541,3 +541,216 @@ def test_write_atomic_overwrites_in_place_where_the_folder_refuses_new_files(
     with pytest.raises(PermissionError):
         write_atomic(tmp_path / "absent.xml", "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["junit.xml"]
+
+
+# -- where it first diverged (the outcome's localisation) ----------------------
+
+GITHUB_LINK_VARS = ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA")
+
+
+@pytest.fixture
+def no_github_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in GITHUB_LINK_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def where_rows(html: str, anchor: str = "outcome-0") -> dict[str, str]:
+    return {row[0]: row[1] for row in samples.table_rows(html, f"{anchor}-where-table")}
+
+
+def test_html_where_it_first_diverged_sits_above_the_kind_tables(tmp_path: Path, no_github_links: None) -> None:
+    paths = write([samples.localised_outcome()], tmp_path / "where")
+    html = paths.index_html.read_text(encoding="utf-8")
+    where = html.index('<section class="where" id="outcome-0-where">')
+    assert html.index('id="outcome-0"') < where
+    for later in ('id="outcome-0-timeline"', 'id="outcome-0-address"', 'id="outcome-0-token"', 'class="toks"'):
+        assert where < html.index(later), later
+    assert "Where it first diverged" in text_of(paths.index_html)
+    # the run's headline card points down to it
+    card = html[html.index('id="outcome-0-headline"') : html.index('id="replay"')]
+    assert '<a href="#outcome-0-where"><code>target_forward</code></a>' in card
+
+
+def test_html_where_section_shows_every_field_escaped(tmp_path: Path, no_github_links: None) -> None:
+    loc = samples.LOCALISATION
+    paths = write([samples.localised_outcome()], tmp_path / "where")
+    html = paths.index_html.read_text(encoding="utf-8")
+    rows = where_rows(html)
+    assert rows == {
+        "kernel": "target_forward",
+        "position in the step": "kernel 2 of 12 of step 3 (graph engine) · inside graph #1 (target/4)",
+        "step": "3",
+        "found by": "kernel trace",
+        "argument": "buf.slot_mapping (buffer slot_mapping)",
+        "reason": loc.reason,
+        "rows": "4, 5",
+        "expected (eager)": "padding <sink> & co",
+        "actual (graph)": "[19, 20]",
+        "request / slot": "r0 / 0",
+        "source": "backends/engine/forward.py:72",
+        "called from": "Engine._run_graph (backends/engine/engine.py:493)",
+    }
+    assert loc.headline() in text_of(paths.index_html)
+    assert "<script>alert" not in html and "<sink>" not in html
+    assert "padding &lt;sink&gt; &amp; co" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # outside GitHub Actions the source line is text, not a link: the page stays self-contained
+    assert "<code>backends/engine/forward.py:72</code>" in html
+    assert "https://" not in html and "http://" not in html and "file://" not in html
+
+
+def test_html_where_section_links_the_source_to_the_commit_on_github(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com/")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/engine")
+    monkeypatch.setenv("GITHUB_SHA", "0123abcd")
+    html = write([samples.localised_outcome()], tmp_path / "gh").index_html.read_text(encoding="utf-8")
+    section = html[html.index('id="outcome-0-where"') :]
+    assert (
+        '<a class="mono" href="https://github.com/acme/engine/blob/0123abcd/backends/engine/forward.py#L72">'
+        "backends/engine/forward.py:72</a>"
+    ) in section
+    assert 'href="https://github.com/acme/engine/blob/0123abcd/backends/engine/engine.py#L493"' in section
+
+
+def test_html_where_section_links_an_absolute_path_as_a_file_and_refuses_odd_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_SERVER_URL", "javascript:alert(1)//")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/engine")
+    monkeypatch.setenv("GITHUB_SHA", "0123abcd")
+    absolute = tmp_path / "my engine" / "kernels.py"
+    loc = dataclasses.replace(samples.LOCALISATION, source_file=str(absolute), source_line=9, caller=None)
+    html = write([samples.localised_outcome(loc)], tmp_path / "abs").index_html.read_text(encoding="utf-8")
+    assert f'href="{absolute.as_uri()}#L9"' in html and "%20" in absolute.as_uri()
+    assert "javascript:" not in html
+    assert where_rows(html)["source"] == f"{absolute}:9"
+    assert "called from" not in where_rows(html)  # no caller, no row
+    relative = write([samples.localised_outcome()], tmp_path / "rel").index_html.read_text(encoding="utf-8")
+    assert "<code>backends/engine/forward.py:72</code>" in relative  # the server is no http(s) URL: no link
+
+
+def test_html_where_section_leaves_out_what_the_localisation_lacks(tmp_path: Path, no_github_links: None) -> None:
+    from graphcheck.check.records import Localisation
+
+    bare = Localisation(step=3, method="unavailable", reason="the kernel trace could not be completed: boom")
+    html = write([samples.localised_outcome(bare)], tmp_path / "bare").index_html.read_text(encoding="utf-8")
+    assert where_rows(html) == {
+        "kernel": "—",
+        "step": "3",
+        "found by": "unavailable",
+        "reason": "the kernel trace could not be completed: boom",
+    }
+    assert "No kernel named" in html
+
+
+def test_html_without_a_localisation_has_no_where_section(diverged_report: ReportPaths, clean_report: ReportPaths):
+    for paths in (diverged_report, clean_report):
+        html = paths.index_html.read_text(encoding="utf-8")
+        assert 'class="where"' not in html and "Where it first diverged" not in html
+
+
+def test_html_where_sections_of_several_outcomes(tmp_path: Path, no_github_links: None) -> None:
+    outcomes = [named(samples.clean_outcome(), "alpha"), named(samples.localised_outcome(), "beta")]
+    clean_with_stale_localisation = named(samples.clean_outcome(), "gamma")
+    clean_with_stale_localisation.localisation = samples.LOCALISATION  # a clean outcome shows none
+    html = write([*outcomes, clean_with_stale_localisation], tmp_path / "multi").index_html.read_text()
+    assert where_rows(html, "outcome-1")["kernel"] == "target_forward"
+    assert html.count('<section class="where"') == 1
+
+
+def test_value_sources_name_what_the_values_compare() -> None:
+    from graphcheck.report.localisation import value_sources
+
+    loc = samples.LOCALISATION
+    hygiene = Divergence("state", 2, "infer_seed", "slot hygiene (graph engine)", 0, 77, "r1", 1)
+    assert value_sources(dataclasses.replace(loc, expected=0, actual=77), hygiene) == ("idle value", "graph engine")
+    assert value_sources(loc, hygiene) == ("eager", "graph")  # the kernel trace's own values
+    reference = Divergence("token", 2, "accept_tokens", "reference vs graph", [1], [2], "r0", 0)
+    assert value_sources(dataclasses.replace(loc, method="reference", expected=[1], actual=[2]), reference) == (
+        "reference",
+        "graph",
+    )
+    assert value_sources(dataclasses.replace(loc, method="reference"), None) == ("reference", "eager and graph")
+    address = Divergence("address", 3, "cu_seqlens", "captured vs current", 1, 2)
+    assert value_sources(dataclasses.replace(loc, method="graph inputs", expected=1, actual=2), address) == (
+        "captured",
+        "current",
+    )
+
+
+def test_state_divergences_get_their_table_and_slot_hygiene_its_labels(tmp_path: Path) -> None:
+    out = samples.clean_outcome()
+    out.divergences = [
+        Divergence(
+            "state",
+            2,
+            "infer_seed",
+            "slot hygiene (graph engine)",
+            0,
+            77,
+            "r1",
+            1,
+            detail="free slot 1 of infer_seed holds a non-idle value; left by request r1",
+        ),
+        Divergence("state", 2, "draft_tokens", "eager vs graph", [6, 15], [14, 9], "r0", 0, detail="row 0"),
+        Divergence("token", 3, "accept_tokens", "eager vs graph", [6], [14], "r0", 0),
+    ]
+    paths = write([out], tmp_path / "state")
+    html = paths.index_html.read_text(encoding="utf-8")
+    text = text_of(paths.index_html)
+    assert "State divergences (2)" in text and "slot hygiene" in text
+    assert html.index('id="outcome-0-state"') < html.index('id="outcome-0-token"')  # the cause first
+    assert 'href="#outcome-0-state">state × 2</a>' in html
+    card = html[html.index('id="outcome-0-headline"') : html.index('id="replay"')]
+    assert "<th>expected (idle value)</th>" in card and "<th>actual (graph engine)</th>" in card
+    assert re.search(r'<tr class="row-first" id="outcome-0-step-2">.*?<td>state</td></tr>', html, re.S)
+
+
+def test_divergences_json_carries_the_localisation(tmp_path: Path) -> None:
+    from graphcheck.check.records import Localisation
+
+    loc = samples.LOCALISATION
+    paths = write([samples.localised_outcome(), samples.clean_outcome()], tmp_path / "json")
+    doc = json.loads(paths.divergences_json.read_text(encoding="utf-8"))
+    assert doc["format"] == 2
+    got = doc["outcomes"][0]["localisation"]
+    assert got == {
+        **{f.name: jsonable(getattr(loc, f.name)) for f in dataclasses.fields(Localisation)},
+        "headline": loc.headline(),
+        "target": "target_forward / slot_mapping",
+    }
+    assert got["rows"] == [4, 5] and got["source_file"] == "backends/engine/forward.py" and got["source_line"] == 72
+    assert got["caller"] == "Engine._run_graph" and got["caller_line"] == 493
+    assert doc["outcomes"][1]["localisation"] is None  # clean
+    plain = json.loads(write([samples.diverged_outcome()], tmp_path / "plain").divergences_json.read_text())
+    assert plain["outcomes"][0]["localisation"] is None  # diverged, not localised
+
+
+def test_junit_failure_text_says_where_it_began(tmp_path: Path) -> None:
+    out = samples.localised_outcome()
+    root = ET.parse(write([out], tmp_path / "j").junit_xml).getroot()
+    [failure] = root.findall("testcase/failure")
+    assert failure.get("message") == out.first.headline()
+    lines = failure.text.splitlines()
+    assert lines[:2] == [out.first.headline(), f"where: {samples.LOCALISATION.headline()}"]
+
+    outcomes, suites = samples.fuzzed_divergence()
+    outcomes[0].localisation = samples.LOCALISATION
+    root = ET.parse(write(outcomes, tmp_path / "suites", suites=suites).junit_xml).getroot()
+    [failure] = root.findall("testcase[@name='padding']/failure")
+    assert f"where: {samples.LOCALISATION.headline()}" in failure.text
+
+
+def test_fuzz_json_says_where_each_suite_diverged(tmp_path: Path) -> None:
+    from graphcheck.search.fuzz import FuzzResult, write_fuzz_summary
+
+    results = [
+        FuzzResult("padding", 12, 80, samples.localised_outcome(), 1.5, 3),
+        FuzzResult("seeds", 4, 30, samples.diverged_outcome(), 0.5, 2),
+        FuzzResult("addresses", 8, 50, None, 0.5),
+    ]
+    write_fuzz_summary(tmp_path / "fuzz.json", results, seed=0)
+    entries = json.loads((tmp_path / "fuzz.json").read_text())["suites"]
+    assert [e["where"] for e in entries] == [samples.LOCALISATION.headline(), None, None]
+    assert entries[0]["first"] == samples.diverged_outcome().first.headline()

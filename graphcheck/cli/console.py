@@ -53,6 +53,13 @@ def outcome_line(outcome: CheckOutcome) -> str:
     return f"[red]divergence[/] {name}: {plain(outcome.first.headline())}"
 
 
+def where_line(outcome: CheckOutcome | None) -> str | None:
+    """``where: <Localisation.headline()>`` (markup-safe, one line) for a failing outcome that was localised."""
+    if outcome is None or outcome.clean or outcome.localisation is None:
+        return None
+    return f"where: {plain(outcome.localisation.headline())}"
+
+
 def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]) -> Table:
     table = Table(title="graphcheck summary", title_justify="left")
     for column in ("check", "examples", "steps", "verdict", "first divergence"):

@@ -19,7 +19,7 @@ from graphcheck.cli.common import (
     resolve_backend,
     write_reports,
 )
-from graphcheck.cli.console import make_console, outcome_line, plain
+from graphcheck.cli.console import make_console, outcome_line, plain, where_line
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
 from graphcheck.scenario import engine_memory_limit, load_scenario
@@ -53,6 +53,9 @@ def replay_command(args: argparse.Namespace) -> int:
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         console.print(outcome_line(outcome))
+        where = where_line(outcome)
+        if where is not None:
+            console.print(where)
         console.print(f"report: {paths.index_html}", markup=False)
     if publish:
         publish_github(args, [outcome], (), paths, info)

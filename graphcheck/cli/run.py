@@ -28,7 +28,7 @@ from graphcheck.cli.common import (
     resolve_backend,
     write_reports,
 )
-from graphcheck.cli.console import make_console, plain, summary_table
+from graphcheck.cli.console import make_console, plain, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
 from graphcheck.scenario import engine_memory_limit
@@ -163,6 +163,9 @@ def _print_verdict(
             f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
             f"{plural(examples, 'fuzzed example')}, {elapsed:.1f}s"
         )
+    where = where_line(first)
+    if where is not None:
+        console.print(where)
     if paths is None:
         console.print(
             f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}", markup=False

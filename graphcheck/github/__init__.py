@@ -7,9 +7,11 @@ own ``GITHUB_ACTIONS=true`` unless ``--no-github`` is given. ``publish``:
   by ``$GITHUB_STEP_SUMMARY``, within what is left of the step's 1 MiB, and
   keeps a copy as ``summary.md`` in the run's report folder;
 - prints one ``::error`` command per top divergence (``TOP_ANNOTATIONS``; the
-  runner shows ten errors per step), pointing at the engine source line where
-  a traceback names one, else at the shrunk ``scenario.json``; a ``::notice``
-  counts the rest and a ``::warning`` the ambiguous mismatches.
+  runner shows ten errors per step), pointing at the kernel's source line where
+  the outcome's localisation names one (its first divergence: the message then
+  says ``where:`` it began), else at the engine source line where a traceback
+  names one, else at the shrunk ``scenario.json``; a ``::notice`` counts the
+  rest and a ``::warning`` the ambiguous mismatches.
 
 Writing the summary never changes the run's exit code: a failure to write it is
 one warning line on stderr.
@@ -22,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
+from graphcheck.check.records import Localisation
 from graphcheck.github.model import CiContext, FinishedRun, SuiteLine, suite_lines
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, render_summary, utf8
 from graphcheck.github.workflow import (
@@ -32,6 +35,7 @@ from graphcheck.github.workflow import (
     repo_relative,
     source_location,
 )
+from graphcheck.report.localisation import is_absolute
 
 #: ``::error`` annotations per run; GitHub shows at most 10 error annotations per step.
 TOP_ANNOTATIONS = 10
@@ -47,6 +51,13 @@ def enabled(flag: bool | None, environ: Mapping[str, str] | None = None) -> bool
     return env.get("GITHUB_ACTIONS", "").lower() == "true"
 
 
+def kernel_location(loc: Localisation | None) -> tuple[str, int] | None:
+    """(file, line) of the kernel where a divergence began, when its localisation names a relative source file."""
+    if loc is None or not loc.source_file or not loc.source_line or is_absolute(loc.source_file):
+        return None
+    return loc.source_file.replace("\\", "/"), int(loc.source_line)
+
+
 def annotations(run: FinishedRun, limit: int = TOP_ANNOTATIONS) -> list[Annotation]:
     """``::error`` for each of the top ``limit`` divergences, then notices for what they leave out."""
     workspace = run.ci.workspace
@@ -56,11 +67,13 @@ def annotations(run: FinishedRun, limit: int = TOP_ANNOTATIONS) -> list[Annotati
     for outcome, div in run.divergences():
         if len(found) >= limit:
             break
-        located = source_location(div.detail, workspace) if div.detail else None
+        loc = outcome.localisation if div is outcome.first else None
+        located = kernel_location(loc) or (source_location(div.detail, workspace) if div.detail else None)
         file, line = located if located else (scenario_file, None)
         scenario = outcome.scenario
+        where = f"where: {loc.headline()}\n" if loc is not None else ""
         message = (
-            f"{div.headline()}\n"
+            f"{div.headline()}\n{where}"
             f"scenario {scenario.name or 'scenario'}: {len(scenario.requests)} requests, {scenario.num_steps} steps "
             f"on {outcome.backend}/{outcome.runner}\nreplay: {replay}"
         )
@@ -140,6 +153,7 @@ __all__ = [
     "commands_stopped",
     "enabled",
     "escape_data",
+    "kernel_location",
     "escape_property",
     "publish",
     "render_summary",

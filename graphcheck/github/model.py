@@ -10,6 +10,7 @@ from typing import Iterator, Mapping, Sequence
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.github.workflow import repo_relative
+from graphcheck.report.localisation import BlobLinks
 from graphcheck.report.model import ReportPaths, RunInfo, default_replay_command
 
 
@@ -33,6 +34,7 @@ class CiContext:
     run_id: str = ""
     server_url: str = ""
     artifact: str = ""  # name of the artifact the workflow uploads the report folder as
+    sha: str = ""  # the commit the workflow runs on
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CiContext:
@@ -43,6 +45,14 @@ class CiContext:
             run_id=env.get("GITHUB_RUN_ID", ""),
             server_url=env.get("GITHUB_SERVER_URL", "").rstrip("/"),
             artifact=env.get("GRAPHCHECK_REPORT_ARTIFACT", ""),
+            sha=env.get("GITHUB_SHA", ""),
+        )
+
+    @property
+    def blob_links(self) -> BlobLinks | None:
+        """Links to the repository's files at the run's commit (None outside Actions)."""
+        return BlobLinks.from_env(
+            {"GITHUB_SERVER_URL": self.server_url, "GITHUB_REPOSITORY": self.repository, "GITHUB_SHA": self.sha}
         )
 
     @property

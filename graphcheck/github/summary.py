@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from urllib.parse import quote
 
 from graphcheck.check.diff import Divergence
-from graphcheck.check.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.github.model import FinishedRun
 from graphcheck.github.workflow import repo_relative
 from graphcheck.report.fmt import clip, show
+from graphcheck.report.localisation import BlobLinks, source_link
 from graphcheck.report.views import where_of
 
 #: GitHub's limit on one step's summary; what we write stays strictly below it.
@@ -104,6 +106,8 @@ def _head(run: FinishedRun) -> str:
             f"{md(div.headline(), MAX_HEADLINE_CHARS)}",
             "",
         ]
+        if outcome.localisation is not None:
+            lines += [where_line(outcome.localisation, run.ci.blob_links), ""]
     else:
         fuzzed = sum(s.examples for s in run.suites)
         lines += [
@@ -142,6 +146,16 @@ def _head(run: FinishedRun) -> str:
             lines.append(f"| … {len(run.suites) - MAX_SUITE_ROWS} more | | | | |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def where_line(loc: Localisation, links: BlobLinks | None = None) -> str:
+    """**Where it first diverged**: the localisation's headline, then a link to the kernel's source line
+    at the run's commit where ``links`` can make one."""
+    text = f"**Where it first diverged**: {md(loc.headline(), MAX_HEADLINE_CHARS)}"
+    source = source_link(loc.source_file, loc.source_line, links)
+    if source is not None and source.href.startswith(("https://", "http://")):
+        text += f" ([{md(source.text)}]({quote(source.href, safe=':/#%?=&~')}))"  # no ( ) or space ends the link
+    return text
 
 
 def divergence_row(index: int, outcome: CheckOutcome, div: Divergence) -> str:

@@ -80,9 +80,14 @@ def signed_bytes(n: int) -> str:
 
 
 def sources_of(pair: str) -> tuple[str, str]:
-    """("eager", "graph") from "eager vs graph"; generic labels otherwise."""
+    """("eager", "graph") from "eager vs graph"; ("idle value", "graph engine") from a state divergence's
+    "slot hygiene (graph engine)"; generic labels otherwise."""
     left, sep, right = pair.partition(" vs ")
-    return (left.strip(), right.strip()) if sep else ("expected", "actual")
+    if sep:
+        return left.strip(), right.strip()
+    if pair.startswith("slot hygiene"):
+        return "idle value", pair.partition("(")[2].rstrip(")").strip() or "engine"
+    return "expected", "actual"
 
 
 def cap(items: Sequence[T], important: Callable[[T], bool], limit: int, context: int = 2) -> Capped[T]:

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import jinja2
 
@@ -14,6 +14,7 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.report.files import write_atomic
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
+from graphcheck.report.localisation import BlobLinks, localisation_view
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 from graphcheck.report.views import (
     OutcomeView,
@@ -117,9 +118,11 @@ class RunView:
         return runner
 
 
-def outcome_view(outcome: CheckOutcome, index: int) -> OutcomeView:
+def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = None) -> OutcomeView:
+    """One outcome for the page; ``links`` turns its localisation's source lines into links to the commit."""
     scenario = outcome.scenario
     first = outcome.first
+    loc = outcome.localisation if first is not None else None
     return OutcomeView(
         index=index,
         anchor=f"outcome-{index}",
@@ -138,6 +141,7 @@ def outcome_view(outcome: CheckOutcome, index: int) -> OutcomeView:
         accepts=accept_rows(scenario),
         timeline=timeline(outcome),
         sections=kind_sections(outcome),
+        localisation=localisation_view(loc, first, links) if loc is not None else None,
     )
 
 
@@ -150,8 +154,9 @@ def run_view(
     replay_name: str,
     suites: Sequence[SuiteRun] = (),
     files: Sequence[str] = REPORT_FILES,
+    links: BlobLinks | None = None,
 ) -> RunView:
-    views = [outcome_view(o, i) for i, o in enumerate(outcomes)]
+    views = [outcome_view(o, i, links) for i, o in enumerate(outcomes)]
     failing = [v for v in views if not v.clean]
     pairing = pair_suites(suites, outcomes)
     return RunView(
@@ -208,9 +213,15 @@ def render_html(
     replay_name: str = "",
     suites: Sequence[SuiteRun] = (),
     files: Sequence[str] = REPORT_FILES,
+    environ: Mapping[str, str] | None = None,
 ) -> str:
-    """The page; ``suites`` adds the Fuzzing table, ``files`` are the folder's files it lists (and links)."""
-    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files)
+    """The page; ``suites`` adds the Fuzzing table, ``files`` are the folder's files it lists (and links).
+
+    ``environ`` (default ``os.environ``): on GitHub Actions (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``,
+    ``GITHUB_SHA``) a localisation's source lines link to the files at the run's commit.
+    """
+    links = BlobLinks.from_env(environ)
+    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files, links)
     return environment().get_template(TEMPLATE).render(run=view)
 
 

@@ -1,4 +1,9 @@
-"""divergences.json (every divergence of every outcome) and scenario.json (the replayable scenario)."""
+"""divergences.json (every divergence of every outcome) and scenario.json (the replayable scenario).
+
+divergences.json's ``format``: 1, the first; 2 adds ``outcomes[].localisation``, where the outcome's
+first failing divergence began (every ``Localisation`` field plus ``headline`` and ``target``; null when
+the outcome is clean or was not localised). Everything else is as in format 1.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence
-from graphcheck.check.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.report.files import write_atomic
 from graphcheck.report.model import RunInfo, SuiteRun, pair_suites
 from graphcheck.scenario import Scenario
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def jsonable(value: Any) -> Any:
@@ -48,8 +53,17 @@ def divergence_dict(div: Divergence) -> dict[str, Any]:
     return data
 
 
+def localisation_dict(loc: Localisation) -> dict[str, Any]:
+    """Every Localisation field, JSON-safe, plus its one-line ``headline`` and its ``target`` (kernel / buffer)."""
+    data = {f.name: jsonable(getattr(loc, f.name)) for f in dataclasses.fields(loc)}
+    data["headline"] = loc.headline()
+    data["target"] = loc.target
+    return data
+
+
 def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
     first = outcome.first
+    loc = outcome.localisation if first is not None else None
     return {
         "scenario": outcome.scenario.name,
         "backend": outcome.backend,
@@ -61,6 +75,7 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
         "first": divergence_dict(first) if first else None,
         "failures": [divergence_dict(d) for d in outcome.failures],
         "ambiguous": [divergence_dict(d) for d in outcome.ambiguous],
+        "localisation": localisation_dict(loc) if loc is not None else None,
     }
 
 

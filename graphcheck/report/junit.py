@@ -38,7 +38,11 @@ def case_name(outcome: CheckOutcome, index: int) -> str:
 
 
 def failure_text(outcome: CheckOutcome) -> str:
+    """The failure's body: every failing divergence's headline (the first followed by ``where: ...``, where
+    it began, when localised), crash and capture tracebacks, then the ambiguous mismatches."""
     lines = [d.headline() for d in outcome.failures[:MAX_LISTED]]
+    if lines and outcome.localisation is not None:
+        lines.insert(1, f"where: {outcome.localisation.headline()}")
     if len(outcome.failures) > MAX_LISTED:
         lines.append(f"... {len(outcome.failures) - MAX_LISTED} more divergences (see divergences.json)")
     for div in outcome.failures[:MAX_LISTED]:

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from graphcheck.check.diff import KINDS, Divergence
 from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.report.fmt import Capped, cap, human_bytes, show, sources_of
+from graphcheck.report.localisation import LocalisationView
 from graphcheck.scenario import RequestSpec, Scenario
 
 #: Most step rows the timeline shows; the rest are summarised as "… N steps not shown".
@@ -86,6 +87,8 @@ class OutcomeView:
     accepts: Capped[tuple[int, str, int]]
     timeline: Capped[TimelineRow]
     sections: list[Any] = field(default_factory=list)
+    #: Where the first failing divergence began (shown above the per-kind tables); None when not localised.
+    localisation: LocalisationView | None = None
 
     @property
     def failure_count(self) -> int:

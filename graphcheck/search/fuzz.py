@@ -83,8 +83,16 @@ class SearchInterrupted(KeyboardInterrupt):
         self.result = result
 
 
+def _where(outcome: CheckOutcome | None) -> str | None:
+    """Where the outcome's first failing divergence began (``Localisation.headline``), when it was localised."""
+    if outcome is None or outcome.first is None or outcome.localisation is None:
+        return None
+    return outcome.localisation.headline()
+
+
 def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) -> None:
-    """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job)."""
+    """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
+    figures, ``first`` (the first divergence's headline) and ``where`` (where it began; null when unknown)."""
     entries = [
         {
             "suite": r.suite,
@@ -94,6 +102,7 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) ->
             "first_failure_at": r.first_failure_at,
             "clean": r.outcome is None or r.outcome.clean,
             "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
+            "where": _where(r.outcome),
         }
         for r in results
     ]
