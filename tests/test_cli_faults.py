@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from graphcheck.backends.engine.faults import FAULTS
 from graphcheck.cli import exitcodes, main
 from graphcheck.scenario import Scenario
 
@@ -22,7 +23,7 @@ CASES = [
     ("rebind-output-offsets", "addresses", "address", "cu_seqlens_out"),
     ("naive-seed-frozen", "seeds", "seed", "infer_seed"),
     ("clone-held-per-step", "memory", "memory", "memory_bytes"),
-    ("stale-padding-rows", "padding", "token", "accept_tokens"),
+    ("stale-padding-rows", "padding", "state", "k_cache"),
 ]
 
 
@@ -59,6 +60,8 @@ def test_injected_fault_is_reported_with_kind_step_and_tensor(
     assert failing, doc
     first = failing[0]["failures"][0]
     assert (first["kind"], first["tensor"]) == (kind, tensor)
+    where = failing[0]["localisation"]
+    assert where is not None and set(FAULTS[fault].breaks) & {where["kernel"], where["buffer"], where["argument"]}
     html = (run_dir / "index.html").read_text()
     assert tensor in html and f"step {first['step']}" in html and kind in html
 
