@@ -4,13 +4,18 @@
   faults of ``graphcheck.backends.engine.faults.FAULTS`` (so it grows as faults are added),
   with a small budget; it fails when a fault goes undetected or the clean engine
   diverges, and checks the JSON, the HTML and the shrunk scenario files.
+* ``test_catalog_localises_two_faults_to_what_they_declare`` runs the real command
+  over two faults with a small budget: both shrunk divergences are localised to a
+  kernel, function or buffer the fault declares it breaks (``Fault.breaks``).
 * The rest are fast tests of the pieces: the peer-style baseline, the budgeted
-  search (with a fake checker, no engine), the summary math, the suite plan, the
-  report writer on a synthetic result, and the command's usage errors.
+  search (with a fake checker, no engine), the summary math, the localisation
+  match, the suite plan, the report writer and the console table on a synthetic
+  result, and the command's usage errors.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from html.parser import HTMLParser
@@ -22,11 +27,22 @@ from hypothesis import strategies as st
 
 from graphcheck.backends.engine.faults import FAULTS
 from graphcheck.catalog import baseline
+from graphcheck.catalog import run as catalog_run
 from graphcheck.catalog.baseline import BaselineResult, CaseResult, first_difference, generated_tokens, run_baseline
-from graphcheck.catalog.run import CatalogResult, CatalogSettings, CleanResult, FaultResult, suite_plan, summarize
+from graphcheck.catalog.console import FIRST_KIND_HEADER, catalog_table, print_table, totals_lines
+from graphcheck.catalog.run import (
+    CatalogResult,
+    CatalogSettings,
+    CleanResult,
+    FaultResult,
+    StepsToDivergence,
+    localisation_matches,
+    suite_plan,
+    summarize,
+)
 from graphcheck.check.diff import Divergence
 from graphcheck.check.lockstep import check_scenario
-from graphcheck.check.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog import write_catalog
 from graphcheck.report.catalog_model import CatalogInfo
@@ -104,6 +120,9 @@ def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert [f["fault"] for f in doc["faults"]] == list(FAULTS)
     assert doc["summary"]["detected"] == doc["summary"]["faults"] == len(FAULTS)
     assert doc["summary"]["median_seconds_to_detect"] is not None
+    # localisation misses are shown, not failed: only that every fault was localised somewhere is checked here
+    assert doc["format"] == 2 and 0 <= doc["summary"]["localised_matching"] <= len(FAULTS)
+    assert all(f["localisation"] is not None and f["declared"] for f in doc["faults"]), doc["summary"]
 
     assert not list(folder.glob("pending-*.json")), "a search that came back leaves no pending scenario"
     html = assert_well_formed(folder / "index.html")
@@ -120,6 +139,46 @@ def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "detection rate" in out and "baseline" in out
     print(f"catalog of {len(FAULTS)} faults: {time.perf_counter() - started:.0f}s")
+
+
+@slow
+def test_catalog_localises_two_faults_to_what_they_declare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real run over two faults: each shrunk divergence is localised to a kernel, function or buffer it declares.
+
+    Two faults whose localisation does not depend on how far the (wall-clock) shrink got:
+    even their unshrunk detections localise the same. stale-padding-rows does not qualify:
+    depending on the scenario the shrink reaches it localises to target_forward / slot_mapping
+    (declared), target_forward / ids or write_block_entries / k_cache (not declared).
+    """
+    faults = ("seed-advance-outside-graph", "warmup-state-leaks")
+    # The peer-style baseline (tested on its own below) is most of a catalog's time, and says nothing here.
+    monkeypatch.setattr(catalog_run, "run_baseline", lambda backend, faults=(): BaselineResult((), 0.0))
+    argv = [
+        "catalog",
+        "--budget",
+        "10",
+        "--shrink-budget",
+        "3",
+        "--seed",
+        "0",
+        "--quiet",
+        "--report-dir",
+        str(tmp_path),
+    ]
+    assert main([*argv, *(x for f in faults for x in ("--fault", f))]) == exitcodes.CLEAN
+    doc = json.loads((tmp_path / "catalog" / "catalog.json").read_text())
+    assert [f["fault"] for f in doc["faults"]] == list(faults)
+    for fault in doc["faults"]:
+        loc = fault["localisation"]
+        assert loc is not None and loc["method"] != "unavailable", (fault["fault"], loc)
+        assert fault["declared"] == list(FAULTS[fault["fault"]].breaks)
+        assert fault["localisation_matches"] is True, (fault["fault"], loc["headline"], fault["declared"])
+        steps = fault["steps_to_first_divergence"]
+        assert steps["detection"] == fault["search"]["first"]["divergence"]["step"] + 1 >= 1
+        assert (
+            steps["shrunk"] == fault["search"]["shrunk"]["divergence"]["step"] + 1 <= fault["search"]["shrunk"]["steps"]
+        )
+    assert doc["summary"]["localised_matching"] == 2 and doc["summary"]["localisation_misses"] == []
 
 
 # ---------------------------------------------------------------------------
@@ -179,9 +238,9 @@ class _Suite:
         return st.builds(lambda reqs, steps: Scenario(EngineConfig(), reqs, (), steps), requests, st.integers(2, 12))
 
 
-def _outcome(scenario: Scenario, failing: bool) -> CheckOutcome:
-    divs = [Divergence("token", 1, "accept_tokens", "eager vs graph", 1, 2)] if failing else []
-    return CheckOutcome(scenario, "fake", "none", divergences=divs)
+def _outcome(scenario: Scenario, failing: bool, step: int = 1, loc: Localisation | None = None) -> CheckOutcome:
+    divs = [Divergence("token", step, "accept_tokens", "eager vs graph", 1, 2)] if failing else []
+    return CheckOutcome(scenario, "fake", "none", divergences=divs, localisation=loc)
 
 
 def _search(check: Any, tmp_path: Path, **kwargs: Any) -> SearchResult:
@@ -253,9 +312,45 @@ def _scenario(requests: int, steps: int) -> Scenario:
     return Scenario(EngineConfig(), reqs, (), steps, "synthetic")
 
 
-def _found(seconds: float, examples: int, size: tuple[int, int], *, complete: bool = True) -> SearchResult:
-    first = _outcome(_scenario(4, 9), True)
-    small = _outcome(_scenario(*size), True)
+#: Where a synthetic shrunk divergence began: a kernel argument that is a declared buffer.
+SLOT_MAPPING = Localisation(
+    step=1,
+    method="kernel trace",
+    reason="padding rows point at request rows",
+    kernel="target_forward",
+    argument="buf.slot_mapping",
+    buffer="slot_mapping",
+    position="kernel 2 of 12 of step 1 (graph engine)",
+    where="inside graph #1 (step[4])",
+    rows=(2,),
+    source_file="backends/engine/forward.py",
+    source_line=72,
+)
+#: ... and one in a kernel, called from an engine function, that f-two does not declare.
+ELSEWHERE = Localisation(
+    step=0,
+    method="kernel trace",
+    reason="the last call to write it leaves a free slot dirty",
+    kernel="overwrite",
+    argument="dst",
+    buffer="accept_override",
+    position="kernel 1 of construction (graph engine)",
+    where="called directly (eager)",
+    caller="Engine._warm_replay",
+)
+
+
+def _found(
+    seconds: float,
+    examples: int,
+    size: tuple[int, int],
+    *,
+    complete: bool = True,
+    steps: tuple[int, int] = (1, 1),
+    loc: Localisation | None = None,
+) -> SearchResult:
+    first = _outcome(_scenario(4, 9), True, steps[0])
+    small = _outcome(_scenario(*size), True, steps[1], loc)
     return SearchResult(
         ("padding", "all"),
         examples,
@@ -275,11 +370,26 @@ MISSED = SearchResult(("seeds", "all"), 40, 30.0, None, None)
 
 
 def _results() -> tuple[FaultResult, ...]:
+    """f-one localised to a buffer it declares; f-two elsewhere; f-three not localised; f-four missed."""
     return (
-        FaultResult("f-one", 1, "address", _found(1.0, 2, (1, 2)), _base(False)),
-        FaultResult("f-two", 3, "token", _found(3.0, 9, (2, 3), complete=False), _base(True)),
-        FaultResult("f-three", 8, "seed", _found(2.0, 4, (1, 5)), _base(False)),
-        FaultResult("f-four", 10, "token", MISSED, _base(True)),
+        FaultResult(
+            "f-one",
+            1,
+            "address",
+            _found(1.0, 2, (1, 2), steps=(5, 1), loc=SLOT_MAPPING),
+            _base(False),
+            ("pack_target_inputs", "slot_mapping"),
+        ),
+        FaultResult(
+            "f-two",
+            3,
+            "token",
+            _found(3.0, 9, (2, 3), complete=False, steps=(2, 0), loc=ELSEWHERE),
+            _base(True),
+            ("bucket_for", "bucket"),
+        ),
+        FaultResult("f-three", 8, "seed", _found(2.0, 4, (1, 5), steps=(7, 3)), _base(False), ("infer_seed",)),
+        FaultResult("f-four", 10, "token", MISSED, _base(True), ("verify_drafts",)),
     )
 
 
@@ -293,10 +403,72 @@ def test_summary_math() -> None:
     assert (empty.rate, empty.median_seconds, empty.median_shrunk_steps) == (0.0, None, None)
 
 
+def test_steps_to_first_divergence_and_their_medians() -> None:
+    one, two, three, four = _results()
+    # step + 1 of the first failing divergence: of the example that first failed, and of the shrunk one
+    assert one.steps_to_divergence == StepsToDivergence(detection=6, shrunk=2)
+    assert two.steps_to_divergence == StepsToDivergence(3, 1)
+    assert four.steps_to_divergence == StepsToDivergence(None, None)  # missed: no divergence to count to
+    s = summarize(_results())
+    assert (s.median_steps_detection, s.median_steps_shrunk) == (6.0, 2.0)  # over detected faults: 3, 6, 8 and 1, 2, 4
+    assert (summarize(()).median_steps_detection, summarize(()).median_steps_shrunk) == (None, None)
+
+
+def test_a_localisation_matches_when_it_names_what_the_fault_declares() -> None:
+    # the buffer (or a kernel argument's root, a kernel, the caller or its last part) is declared
+    assert localisation_matches(SLOT_MAPPING, ("pack_target_inputs", "slot_mapping")) is True
+    assert localisation_matches(SLOT_MAPPING, ("target_forward",)) is True
+    assert localisation_matches(ELSEWHERE, ("_warm_replay",)) is True
+    # nothing it names is declared
+    assert localisation_matches(SLOT_MAPPING, ("bucket_for", "bucket")) is False
+    assert localisation_matches(Localisation(0, "unavailable", "the trace failed"), ("slot_mapping",)) is False
+    # unknown: not localised, or nothing declared to check it against
+    assert localisation_matches(None, ("slot_mapping",)) is None
+    assert localisation_matches(SLOT_MAPPING, ()) is None
+    one, two, three, four = _results()
+    assert (one.localisation, two.localisation, three.localisation, four.localisation) == (
+        SLOT_MAPPING,
+        ELSEWHERE,
+        None,
+        None,
+    )
+    assert [f.localisation_matches for f in _results()] == [True, False, None, None]
+    s = summarize(_results())
+    assert s.localised_matching == 1 and s.localisation_misses == ("f-two", "f-three", "f-four")
+
+
+def test_console_table_and_totals_show_where_each_fault_was_localised() -> None:
+    from rich.console import Console
+
+    clean = CleanResult(SearchResult(("addresses",), 30, 30.0, None, None), _base(False))
+    result = CatalogResult("cpu", "fake", CatalogSettings(), _results(), clean, 1.0)
+    # no terminal (a log, CI): the table at its natural width, nothing folded, the console's width kept
+    console = Console(width=120, record=True, color_system=None, file=io.StringIO())
+    print_table(console, catalog_table(result))
+    assert console.width == 120
+    text = console.export_text()
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 5}
+    assert FIRST_KIND_HEADER == "first kind (state diff on)" and FIRST_KIND_HEADER in text
+    cells = lambda name: [c.strip() for c in rows[name].split("│")[1:-1]]  # noqa: E731
+    header = [c.strip() for c in text.splitlines()[2].split("┃")[1:-1]]
+    col = {name: header.index(name) for name in ("localised to (shrunk)", "declared", "steps to first div")}
+    assert cells("f-one")[col["localised to (shrunk)"]] == "target_forward / slot_mapping"
+    assert [cells(f)[col["declared"]] for f in ("f-one", "f-two", "f-three", "f-four")] == ["yes", "no", "—", "—"]
+    assert [cells(f)[col["steps to first div"]] for f in ("f-one", "f-two", "f-four")] == ["6", "3", "—"]
+    assert cells("clean engine")[col["localised to (shrunk)"]] == "—"
+    lines = totals_lines(result)
+    localised = next(line for line in lines if line.startswith("localised to the declared kernel/buffer: 1/4"))
+    assert "f-two (localised to overwrite / accept_override, kernel trace)" in localised
+    assert "f-three (not localised)" in localised and "f-four (not detected)" in localised
+    assert "median steps to first divergence: 6 (detection), 2 (shrunk)" in lines
+    assert lines[-1].startswith("[bold red]FAIL")  # f-four was missed
+
+
 def test_passed_needs_every_fault_and_a_clean_engine() -> None:
     clean = CleanResult(SearchResult(("addresses",), 30, 30.0, None, None), _base(False))
     result = CatalogResult("cpu", "fake", CatalogSettings(), _results()[:3], clean, 1.0)
     assert result.passed and result.clean.clean
+    assert result.summary.localised_matching == 1  # localisation misses are shown, never failed
     assert not CatalogResult("cpu", "fake", CatalogSettings(), _results(), clean, 1.0).passed
     dirty = CleanResult(clean.search, _base(True))
     assert not dirty.clean and not CatalogResult("cpu", "fake", CatalogSettings(), _results()[:3], dirty, 1.0).passed
@@ -320,6 +492,32 @@ def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
     }
     assert "scenario_file" not in doc["faults"][3] and doc["settings"]["budget_s"] == 30
     assert not doc["clean"]["clean"] and doc["clean"]["search"]["first"]["kind"] == "token"
+    # format 2: where each shrunk divergence began and whether the fault declares it
+    assert doc["format"] == 2
+    one, two, three, four = doc["faults"]
+    assert one["localisation"] == {
+        **one["localisation"],
+        "kernel": "target_forward",
+        "argument": "buf.slot_mapping",
+        "buffer": "slot_mapping",
+        "method": "kernel trace",
+        "position": "kernel 2 of 12 of step 1 (graph engine)",
+        "rows": [2],
+        "source_line": 72,
+        "caller": None,
+        "target": "target_forward / slot_mapping",
+        "headline": SLOT_MAPPING.headline(),
+    }
+    assert set(one["localisation"]) >= {f for f in Localisation.__dataclass_fields__}
+    assert [f["localisation_matches"] for f in doc["faults"]] == [True, False, None, None]
+    assert (three["localisation"], four["localisation"]) == (None, None)
+    assert one["declared"] == ["pack_target_inputs", "slot_mapping"] and four["declared"] == ["verify_drafts"]
+    assert one["steps_to_first_divergence"] == {"detection": 6, "shrunk": 2}
+    assert four["steps_to_first_divergence"] == {"detection": None, "shrunk": None}
+    assert doc["summary"]["localised_matching"] == 1
+    assert doc["summary"]["localisation_misses"] == ["f-two", "f-three", "f-four"]
+    assert doc["summary"]["median_steps_to_first_divergence"] == {"detection": 6, "shrunk": 2}
+    assert doc["clean"]["localisation"] is None and doc["clean"]["steps_to_first_divergence"]["detection"] == 2
     assert sorted(p.name for p in paths.scenario_dir.iterdir()) == [
         "clean.json",
         "f-one.json",
@@ -339,6 +537,18 @@ def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
         "graphcheck replay",
         "--inject f-one",
         "request p1 differs",
+        "first kind",
+        "(state diff on)",
+        "steps to first divergence",
+        "target_forward / slot_mapping",
+        'title="inside graph #1 (step[4])">kernel 2 of 12 of step 1 (graph engine)</span>',
+        'title="declares: pack_target_inputs, slot_mapping"',
+        "overwrite / accept_override",
+        "not declared",
+        "not localised",
+        'localised to the declared kernel/buffer; misses: <span class="mono">f-two, f-three, f-four</span>',
+        "median steps to first divergence: 6 (detection), 2 (shrunk)",
+        "called from <code>Engine._warm_replay</code>",
     ):
         assert text in html, text
 

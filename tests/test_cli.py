@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -105,6 +106,22 @@ def test_doctor_and_faults_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cpu" in out and "cuda" in out and "xpu" in out
     assert main(["faults"]) == exitcodes.CLEAN
     assert "rebind-output-offsets" in capsys.readouterr().out
+
+
+def test_faults_table_lists_what_each_fault_declares_it_breaks() -> None:
+    from rich.console import Console
+
+    from graphcheck.backends.engine.faults import FAULTS
+    from graphcheck.cli.console import faults_table
+
+    console = Console(width=1000, record=True, color_system=None, file=io.StringIO())
+    console.print(faults_table(FAULTS))
+    lines = console.export_text().splitlines()
+    assert "declared breaks" in lines[2]  # title, top border, header
+    for name, fault in FAULTS.items():
+        assert fault.breaks, name
+        (row,) = [line for line in lines if line.startswith(f"│ {name} ")]
+        assert row.rstrip(" │").endswith(", ".join(fault.breaks)), row
 
 
 @slow

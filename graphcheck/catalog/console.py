@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
-from graphcheck.catalog.run import CatalogResult, CatalogSummary, CleanResult, FaultResult
+from graphcheck.catalog.run import CatalogResult, CatalogSummary, CleanResult, FaultResult, search_localisation
 from graphcheck.search.timed_search import SearchResult
 
 _YES, _NO = "[green]yes[/]", "[red]no[/]"
+#: The first kind column: the lockstep compares the engines' state buffers, so "state" can come first.
+FIRST_KIND_HEADER = "first kind (state diff on)"
 
 
 def _size(search: SearchResult) -> str:
@@ -27,6 +32,21 @@ def _found(search: SearchResult) -> tuple[str, str, str]:
     return f"{det.kind} [dim]{det.outcome.first.tensor}[/]", f"{det.seconds:.1f}", str(det.examples)
 
 
+def _localised(search: SearchResult) -> str:
+    """``kernel / buffer`` of the shrunk divergence, "—" without one."""
+    loc = search_localisation(search)
+    return "—" if loc is None else escape(loc.target)
+
+
+def _declared(fault: FaultResult) -> str:
+    match = fault.localisation_matches
+    return "—" if match is None else _YES if match else _NO
+
+
+def _steps(steps: int | None) -> str:
+    return "—" if steps is None else str(steps)
+
+
 def progress_line(name: str, result: Any) -> str:
     """One line as each fault (``name``) or the clean engine (``name == ""``) finishes."""
     search, baseline = result.search, result.baseline
@@ -39,7 +59,10 @@ def progress_line(name: str, result: Any) -> str:
     if search.detection is None:
         return f"[red]missed[/] {name}: {search.examples} examples in {search.seconds:.1f}s; {base}"
     kind, seconds, examples = _found(search)
-    return f"[green]caught[/] {name}: {kind} after {examples} examples, {seconds}s; shrunk {_size(search)}; {base}"
+    where = "" if search_localisation(search) is None else f", localised to {_localised(search)}"
+    return (
+        f"[green]caught[/] {name}: {kind} after {examples} examples, {seconds}s; shrunk {_size(search)}{where}; {base}"
+    )
 
 
 def catalog_table(result: CatalogResult) -> Table:
@@ -47,17 +70,24 @@ def catalog_table(result: CatalogResult) -> Table:
     table = Table(
         title=f"graphcheck catalog: {result.backend}, budget {cfg.budget_s:g}s per fault, seed {cfg.seed}",
         title_justify="left",
-        caption="* shrink cut at its budget: the smallest failing scenario seen",
+        caption=(
+            "* shrink cut at its budget: the smallest failing scenario seen. steps to first div: of the detecting "
+            "example; localised to: where the shrunk scenario's first divergence began (kernel / buffer); declared: "
+            "whether the fault declares it breaks that (a miss does not fail the catalog)"
+        ),
         caption_justify="left",
     )
     for column, justify in (
         ("fault", "left"),
         ("class", "right"),
         ("graphcheck", "left"),
-        ("first kind", "left"),
+        (FIRST_KIND_HEADER, "left"),
         ("seconds", "right"),
         ("examples", "right"),
+        ("steps to first div", "right"),
         ("shrunk req×steps", "right"),
+        ("localised to (shrunk)", "left"),
+        ("declared", "left"),
         ("baseline", "left"),
     ):
         table.add_column(column, justify=justify, overflow="fold")
@@ -66,6 +96,23 @@ def catalog_table(result: CatalogResult) -> Table:
     table.add_section()
     table.add_row(*_clean_cells(result.clean))
     return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """``table`` on ``console``; when that is no terminal (a log, CI), at its natural width, never squeezed.
+
+    The catalog table has eleven columns: at the plain console's width the places and kinds
+    would fold a few characters to a line. A terminal gets the table fitted to its width.
+    """
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = console.width  # print(width=) cannot go past it: widen the console for this table only
+    console.width = max(width, Measurement.get(console, console.options.update(width=10_000), table).maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def _fault_cells(fault: FaultResult) -> tuple[str, ...]:
@@ -77,7 +124,10 @@ def _fault_cells(fault: FaultResult) -> tuple[str, ...]:
         kind,
         seconds,
         examples,
+        _steps(fault.steps_to_divergence.detection),
         _size(fault.search),
+        _localised(fault.search),
+        _declared(fault),
         _YES if fault.baseline.detected else _NO,
     )
 
@@ -86,7 +136,42 @@ def _clean_cells(clean: CleanResult) -> tuple[str, ...]:
     kind, seconds, examples = _found(clean.search)
     verdict = "[red]diverged[/]" if clean.search.detected else "[green]clean[/]"
     baseline = "[red]failed[/]" if clean.baseline.detected else "[green]clean[/]"
-    return ("clean engine", "—", verdict, kind, seconds, examples, _size(clean.search), baseline)
+    steps = _steps(clean.steps_to_divergence.detection)
+    return (
+        "clean engine",
+        "—",
+        verdict,
+        kind,
+        seconds,
+        examples,
+        steps,
+        _size(clean.search),
+        _localised(clean.search),
+        "—",
+        baseline,
+    )
+
+
+def _maybe(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def _miss(fault: FaultResult) -> str:
+    """A fault not localised to what it declares, and where it went instead."""
+    loc = fault.localisation
+    if loc is None:
+        return f"{fault.fault} ({'not localised' if fault.detected else 'not detected'})"
+    if not fault.breaks:
+        return f"{fault.fault} (nothing declared; localised to {escape(loc.target)})"
+    return f"{fault.fault} (localised to {escape(loc.target)}, {loc.method})"
+
+
+def localised_line(result: CatalogResult) -> str:
+    """How many faults were localised to what they declare they break, and the misses (not a failure)."""
+    s = result.summary
+    line = f"localised to the declared kernel/buffer: {s.localised_matching}/{s.faults}"
+    misses = [_miss(f) for f in result.faults if f.fault in s.localisation_misses]
+    return line + (f"; [yellow]misses[/]: {', '.join(misses)}" if misses else "")
 
 
 def totals_lines(result: CatalogResult) -> list[str]:
@@ -99,6 +184,12 @@ def totals_lines(result: CatalogResult) -> list[str]:
         lines.append(
             f"median to first detection: {s.median_seconds:.1f}s, {s.median_examples:g} examples; "
             f"median shrunk scenario (requests × steps): {s.median_shrunk_requests:g} × {s.median_shrunk_steps:g}"
+        )
+    lines.append(localised_line(result))
+    if s.median_steps_detection is not None:
+        lines.append(
+            f"median steps to first divergence: {s.median_steps_detection:g} (detection), "
+            f"{_maybe(s.median_steps_shrunk)} (shrunk)"
         )
     missed = [f.fault for f in result.faults if not f.detected]
     if missed:
@@ -117,4 +208,4 @@ def totals_lines(result: CatalogResult) -> list[str]:
     return lines
 
 
-__all__ = ["catalog_table", "progress_line", "totals_lines"]
+__all__ = ["FIRST_KIND_HEADER", "catalog_table", "localised_line", "print_table", "progress_line", "totals_lines"]

@@ -10,6 +10,11 @@ every suite, and the baseline, and must show nothing.
 Which suites a fault is fuzzed with (``suite_plan``): the suites whose
 ``bug_classes`` hold the fault's class, in registry order, then ``all``; the
 search cycles through them in slices with fresh seeds until the budget ends.
+
+The shrunk scenario's first divergence is localised (``graphcheck.check.localise``),
+and ``localisation_matches`` checks the place against what the fault declares it
+breaks (``Fault.breaks``). A miss is shown, never counted against the verdict:
+detection alone decides ``CatalogResult.passed``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from graphcheck.catalog.baseline import BaselineResult, run_baseline
 from graphcheck.search.suite_registry import load_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
-    from graphcheck.check.records import CheckOutcome
+    from graphcheck.check.records import CheckOutcome, Localisation
     from graphcheck.scenario import Scenario
     from graphcheck.search.timed_search import SearchResult
 
@@ -50,6 +55,40 @@ class CatalogSettings:
 
 
 @dataclass(frozen=True)
+class StepsToDivergence:
+    """Decode steps up to and including the first failing divergence (its ``step + 1``), None without one."""
+
+    detection: int | None  # of the example that first failed, as the search drew it
+    shrunk: int | None  # of the shrunk scenario
+
+
+def search_localisation(search: SearchResult) -> Localisation | None:
+    """Where the shrunk scenario's first divergence began; None when nothing was found (or localised)."""
+    return search.shrunk.outcome.localisation if search.shrunk is not None else None
+
+
+def steps_to_divergence(search: SearchResult) -> StepsToDivergence:
+    def steps(outcome: CheckOutcome | None) -> int | None:
+        first = outcome.first if outcome is not None else None
+        return first.step + 1 if first is not None else None
+
+    det, shrunk = search.detection, search.shrunk
+    return StepsToDivergence(
+        steps(det.outcome if det is not None else None), steps(shrunk.outcome if shrunk is not None else None)
+    )
+
+
+def localisation_matches(localisation: Localisation | None, declared: Sequence[str]) -> bool | None:
+    """Does the localisation name one of the kernels, functions or buffers a fault declares it breaks?
+
+    None (unknown) when there is no localisation, or nothing is declared to check it against.
+    """
+    if localisation is None or not declared:
+        return None
+    return bool(set(declared) & localisation.names())
+
+
+@dataclass(frozen=True)
 class FaultResult:
     """One fault: graphcheck's search and the peer-style baseline, both with the fault injected."""
 
@@ -58,10 +97,24 @@ class FaultResult:
     signal: str  # what the fault's registry entry says must fire first
     search: SearchResult
     baseline: BaselineResult
+    breaks: tuple[str, ...] = ()  # what the fault declares it breaks (``Fault.breaks``)
 
     @property
     def detected(self) -> bool:
         return self.search.detected
+
+    @property
+    def localisation(self) -> Localisation | None:
+        return search_localisation(self.search)
+
+    @property
+    def localisation_matches(self) -> bool | None:
+        """The shrunk divergence localised to a declared kernel, function or buffer; None: unknown."""
+        return localisation_matches(self.localisation, self.breaks)
+
+    @property
+    def steps_to_divergence(self) -> StepsToDivergence:
+        return steps_to_divergence(self.search)
 
 
 @dataclass(frozen=True)
@@ -75,6 +128,14 @@ class CleanResult:
     def clean(self) -> bool:
         return not self.search.detected and not self.baseline.detected
 
+    @property
+    def localisation(self) -> Localisation | None:
+        return search_localisation(self.search)
+
+    @property
+    def steps_to_divergence(self) -> StepsToDivergence:
+        return steps_to_divergence(self.search)
+
 
 @dataclass(frozen=True)
 class CatalogSummary:
@@ -87,6 +148,10 @@ class CatalogSummary:
     median_examples: float | None
     median_shrunk_requests: float | None
     median_shrunk_steps: float | None
+    localised_matching: int = 0  # faults whose shrunk divergence was localised to what they declare
+    localisation_misses: tuple[str, ...] = ()  # the others: missed, not localised, or localised elsewhere
+    median_steps_detection: float | None = None  # steps to the first divergence of the detecting example
+    median_steps_shrunk: float | None = None  # ... and of the shrunk scenario
 
     @property
     def rate(self) -> float:
@@ -123,6 +188,7 @@ def _median(values: Sequence[float]) -> float | None:
 def summarize(results: Sequence[FaultResult]) -> CatalogSummary:
     found = [r.search for r in results if r.detected]
     shrunk = [s.shrunk.size for s in found if s.shrunk is not None]
+    steps = [r.steps_to_divergence for r in results if r.detected]
     return CatalogSummary(
         faults=len(results),
         detected=len(found),
@@ -131,6 +197,10 @@ def summarize(results: Sequence[FaultResult]) -> CatalogSummary:
         median_examples=_median([s.detection.examples for s in found]),
         median_shrunk_requests=_median([size[0] for size in shrunk]),
         median_shrunk_steps=_median([size[1] for size in shrunk]),
+        localised_matching=sum(r.localisation_matches is True for r in results),
+        localisation_misses=tuple(r.fault for r in results if r.localisation_matches is not True),
+        median_steps_detection=_median([n.detection for n in steps if n.detection is not None]),
+        median_steps_shrunk=_median([n.shrunk for n in steps if n.shrunk is not None]),
     )
 
 
@@ -206,7 +276,7 @@ def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> Faul
     if not name:
         return CleanResult(search, baseline)
     fault = FAULTS[name]
-    return FaultResult(name, fault.bug_class, fault.signal, search, baseline)
+    return FaultResult(name, fault.bug_class, fault.signal, search, baseline, tuple(fault.breaks))
 
 
 def run_fault_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult | CleanResult:
@@ -291,9 +361,13 @@ __all__ = [
     "DEFAULT_BUDGET_S",
     "DEFAULT_SHRINK_S",
     "FaultResult",
+    "StepsToDivergence",
     "fault_pending_path",
+    "localisation_matches",
     "run_catalog",
     "run_fault_job",
+    "search_localisation",
+    "steps_to_divergence",
     "suite_plan",
     "summarize",
 ]

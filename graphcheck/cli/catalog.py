@@ -16,7 +16,7 @@ from graphcheck.errors import InputError
 def catalog_command(args: argparse.Namespace) -> int:
     """Fuzz each fault until caught (or its budget), beside the peer-style baseline; exit 0 when all caught and the clean engine is clean."""
     from graphcheck.backends.engine.faults import FAULTS
-    from graphcheck.catalog.console import catalog_table, progress_line, totals_lines
+    from graphcheck.catalog.console import catalog_table, print_table, progress_line, totals_lines
     from graphcheck.catalog.run import CatalogSettings, run_catalog
     from graphcheck.report.catalog import write_catalog
     from graphcheck.report.catalog_model import CatalogInfo
@@ -43,7 +43,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     from graphcheck.report import graphcheck_version
 
     paths = write_catalog(result, out_dir, dataclasses.replace(info, version=graphcheck_version()))
-    console.print(catalog_table(result))
+    print_table(console, catalog_table(result))
     for line in totals_lines(result):
         console.print(line)
     console.print(f"report: {paths.index_html}")

@@ -110,7 +110,7 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
 
 def faults_table(faults: Mapping[str, Any]) -> Table:
     table = Table(title="injectable faults (--inject NAME)", title_justify="left")
-    for column in ("name", "class", "what it breaks", "signal"):
+    for column in ("name", "class", "what it breaks", "signal", "declared breaks"):
         table.add_column(column, overflow="fold")
     for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
         table.add_row(
@@ -118,5 +118,6 @@ def faults_table(faults: Mapping[str, Any]) -> Table:
             str(getattr(fault, "bug_class", "")),
             getattr(fault, "summary", str(fault)),
             getattr(fault, "signal", ""),
+            ", ".join(getattr(fault, "breaks", ())),
         )
     return table

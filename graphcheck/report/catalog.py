@@ -3,7 +3,9 @@
 ``write_catalog(result, out_dir, info)`` writes into ``out_dir``:
 
 - ``catalog.json``           settings, totals, and per fault: the first detection, the shrunk
-                             scenario's size and headline, every baseline case; then the clean engine
+                             scenario's size and headline, where its divergence began (localisation)
+                             and whether that is what the fault declares it breaks, every baseline
+                             case; then the clean engine
 - ``index.html``             the same as one self-contained page (inline CSS, no external resources)
 - ``pending-<fault>.json``   only while a search runs, or after a crash: the scenario it was running
 - ``scenarios/<fault>.json`` each fault's shrunk scenario (``scenarios/clean.json`` if the clean
@@ -18,12 +20,23 @@ from typing import Any
 
 from graphcheck.catalog.baseline import BaselineResult
 from graphcheck.catalog.run import CatalogResult, FaultResult
-from graphcheck.report.catalog_model import SCENARIO_DIR, CatalogInfo, CatalogPaths, scenario_file
+from graphcheck.report.catalog_model import (
+    SCENARIO_DIR,
+    CatalogInfo,
+    CatalogPaths,
+    localisation_dict,
+    localisation_fields,
+    localisation_summary,
+    scenario_file,
+    steps_dict,
+)
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import divergence_dict, jsonable
 from graphcheck.search.timed_search import SearchResult
 
-FORMAT_VERSION = 1
+#: 2: per fault "localisation", "localisation_matches", "declared", "steps_to_first_divergence";
+#: in the summary "localised_matching", "localisation_misses", "median_steps_to_first_divergence".
+FORMAT_VERSION = 2
 
 
 def search_dict(search: SearchResult) -> dict[str, Any]:
@@ -76,6 +89,7 @@ def fault_dict(result: FaultResult) -> dict[str, Any]:
         "detected": result.detected,
         "search": search_dict(result.search),
         "baseline": baseline_dict(result.baseline),
+        **localisation_fields(result),
     }
     if result.search.shrunk is not None:
         data["scenario_file"] = scenario_file(result.fault)
@@ -107,12 +121,15 @@ def catalog_document(result: CatalogResult, info: CatalogInfo) -> dict[str, Any]
                 "median_examples_to_detect": s.median_examples,
                 "median_shrunk_requests": s.median_shrunk_requests,
                 "median_shrunk_steps": s.median_shrunk_steps,
+                **localisation_summary(s),
             },
             "faults": [fault_dict(f) for f in result.faults],
             "clean": {
                 "clean": clean.clean,
                 "search": search_dict(clean.search),
                 "baseline": baseline_dict(clean.baseline),
+                "localisation": localisation_dict(clean.localisation),
+                "steps_to_first_divergence": steps_dict(clean.steps_to_divergence),
             },
         }
     )

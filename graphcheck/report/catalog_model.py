@@ -2,16 +2,20 @@
 
 ``graphcheck.report.catalog`` writes catalog.json (and has index.html rendered);
 ``graphcheck.report.catalog_html`` renders index.html. Both build on this module,
-which imports neither.
+which imports neither. The JSON fields on localisation (where each fault's shrunk
+divergence began, and whether that is what the fault declares it breaks) are here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from graphcheck.catalog.run import CLEAN_LABEL
-from graphcheck.check.records import replay_command_line
+from graphcheck.catalog.run import CLEAN_LABEL, CatalogSummary, FaultResult, StepsToDivergence
+from graphcheck.check.records import Localisation, replay_command_line
+from graphcheck.report.jsonout import jsonable
 
 SCENARIO_DIR = "scenarios"
 
@@ -43,4 +47,47 @@ def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:
     return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else ())
 
 
-__all__ = ["SCENARIO_DIR", "CatalogInfo", "CatalogPaths", "replay_command", "scenario_file"]
+def localisation_dict(loc: Localisation | None) -> dict[str, Any] | None:
+    """Every Localisation field, JSON-safe, plus its ``target`` and one-line headline; None stays None."""
+    if loc is None:
+        return None
+    data = {f.name: jsonable(getattr(loc, f.name)) for f in dataclasses.fields(loc)}
+    data["target"] = loc.target
+    data["headline"] = loc.headline()
+    return data
+
+
+def steps_dict(steps: StepsToDivergence) -> dict[str, int | None]:
+    return {"detection": steps.detection, "shrunk": steps.shrunk}
+
+
+def localisation_fields(fault: FaultResult) -> dict[str, Any]:
+    """A fault's catalog.json fields on where its shrunk divergence began (format 2)."""
+    return {
+        "localisation": localisation_dict(fault.localisation),
+        "localisation_matches": fault.localisation_matches,  # null: unknown (not localised, nothing declared)
+        "declared": list(fault.breaks),
+        "steps_to_first_divergence": steps_dict(fault.steps_to_divergence),
+    }
+
+
+def localisation_summary(s: CatalogSummary) -> dict[str, Any]:
+    """The catalog.json summary fields on localisation and steps to the first divergence (format 2)."""
+    return {
+        "localised_matching": s.localised_matching,
+        "localisation_misses": list(s.localisation_misses),
+        "median_steps_to_first_divergence": {"detection": s.median_steps_detection, "shrunk": s.median_steps_shrunk},
+    }
+
+
+__all__ = [
+    "SCENARIO_DIR",
+    "CatalogInfo",
+    "CatalogPaths",
+    "localisation_dict",
+    "localisation_fields",
+    "localisation_summary",
+    "replay_command",
+    "scenario_file",
+    "steps_dict",
+]
