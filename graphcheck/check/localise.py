@@ -135,15 +135,53 @@ class _Found:
         self.expected, self.actual, self.slot = expected, actual, slot
 
 
+def _meaningful_rows(state: EngineState | None, name: str) -> np.ndarray:
+    buf = state.by_name().get(name) if state is not None else None
+    return buf.rows if buf is not None else np.zeros(0, np.int64)
+
+
+def _written_rows(call: CallRecord) -> dict[str, np.ndarray]:
+    """Buffer name -> meaningful rows (after the call) that the call wrote.
+
+    From the call's own arguments where their copies tell (a row that only
+    became meaningful, say a cache block just allocated, was not written);
+    from the state before and after otherwise (an opaque replay, big tensors).
+    """
+    if call.opaque or not call.args:
+        return _changed_rows(call.before, call.after)
+    written: dict[str, np.ndarray] = {}
+    unknown = set()
+    for arg in call.args:
+        if arg.host or not arg.changed or arg.buffer is None:
+            continue
+        if arg.value is None or arg.after is None or arg.value.shape != arg.after.shape or arg.value.ndim == 0:
+            unknown.add(arg.buffer)
+            continue
+        rows = differing_rows(arg.value, arg.after)
+        written[arg.buffer] = np.union1d(written.get(arg.buffer, np.zeros(0, np.int64)), rows)
+    out = {}
+    for name, rows in written.items():
+        kept = np.intersect1d(rows, _meaningful_rows(call.after, name))
+        if kept.size:
+            out[name] = kept
+    if unknown:
+        fallback = _changed_rows(call.before, call.after)
+        out.update({n: r for n, r in fallback.items() if n in unknown})
+    return out
+
+
 def _write_differences(e: CallRecord, g: CallRecord) -> list[_Found]:
-    """Buffers whose meaningful rows either call changed and whose values after the calls differ."""
+    """Buffers whose meaningful rows either call wrote and whose values after the calls differ."""
     found = []
-    changed_e, changed_g = _changed_rows(e.before, e.after), _changed_rows(g.before, g.after)
+    changed_e, changed_g = _written_rows(e), _written_rows(g)
     for name in sorted(set(changed_e) | set(changed_g), key=lambda n: _order(e.after, n)):
         rows = np.union1d(changed_e.get(name, np.zeros(0, np.int64)), changed_g.get(name, np.zeros(0, np.int64)))
+        both = np.intersect1d(_meaningful_rows(e.after, name), _meaningful_rows(g.after, name))
+        if not np.isin(rows, both).all():
+            found.append(_Found(name, name, "the engines hold different rows of it as request state", rows))
+            continue
         ve, vg = _values_at(e.after, name, rows), _values_at(g.after, name, rows)
         if ve is None or vg is None:
-            found.append(_Found(name, name, "the engines made different rows of it meaningful", rows))
             continue
         bad = differing_rows(ve[0], vg[0])
         if bad.size:
@@ -256,34 +294,46 @@ def _rewritten_by(unmatched: list[CallRecord], g: CallRecord) -> tuple[CallRecor
 
 
 def _padding_pointer(g: CallRecord, diffs: list[_Found]) -> _Found | None:
-    """An integer input whose rows past its meaningful ones hold the index of a row that differs."""
+    """An index input whose rows past its meaningful ones point at cache rows that differ.
+
+    An input is an index into a cache the call wrote when the values of its
+    meaningful rows are all rows the call wrote (a KV slot mapping is; token
+    ids are not); then its other rows (padding) pointing at a differing row
+    are the cause.
+    """
     if g.before is None:
         return None
     kinds = {b.name: b.kind for b in g.before.buffers}
-    targets = {r for d in diffs for r in d.rows if d.buffer and kinds.get(d.buffer) == CACHE}
-    if not targets:
-        return None
-    meaningful = {b.name: set(int(r) for r in b.rows) for b in g.before.buffers}
-    for arg in g.args:
-        if (
-            arg.host
-            or arg.value is None
-            or arg.buffer is None
-            or arg.value.dtype.kind not in "iu"
-            or arg.value.ndim != 1
-        ):
+    meaningful = {b.name: b.rows for b in g.before.buffers}
+    for cache in g.args:
+        if cache.buffer is None or kinds.get(cache.buffer) != CACHE or not cache.changed:
             continue
-        real = meaningful.get(arg.buffer, set())
-        rows = [i for i, v in enumerate(arg.value.tolist()) if v in targets and i not in real]
-        if rows:
-            return _Found(
-                arg.path,
-                arg.buffer,
-                "padding rows past the real tokens point at request rows the call then overwrote",
-                rows,
-                "padding (the sink)",
-                [int(arg.value[r]) for r in rows[:_SHOWN]],
-            )
+        if cache.value is None or cache.after is None or cache.value.shape != cache.after.shape:
+            continue
+        written = set(differing_rows(cache.value, cache.after).tolist())
+        targets = {r for d in diffs if d.buffer == cache.buffer for r in d.rows}
+        if not targets:
+            continue
+        for arg in g.args:
+            if arg.host or arg.value is None or arg.buffer is None or arg.value.ndim != 1:
+                continue
+            if arg.value.dtype.kind not in "iu" or kinds.get(arg.buffer) == CACHE:
+                continue
+            real = meaningful.get(arg.buffer, np.zeros(0, np.int64))
+            real = real[real < arg.value.shape[0]]
+            if not real.size or not set(arg.value[real].tolist()) <= written:
+                continue  # not an index into this cache
+            real_set = set(real.tolist())
+            rows = [i for i, v in enumerate(arg.value.tolist()) if v in targets and i not in real_set]
+            if rows:
+                return _Found(
+                    arg.path,
+                    arg.buffer,
+                    f"padding rows past the real ones point at {cache.buffer} rows of a request, which the call overwrote",
+                    rows,
+                    "padding (the sink)",
+                    [int(arg.value[r]) for r in rows[:_SHOWN]],
+                )
     return None
 
 
@@ -409,7 +459,7 @@ class _Localiser:
             (graph, "only in the graph engine", self.graph),
         ):
             for call in calls:
-                changed = _changed_rows(call.before, call.after)
+                changed = _written_rows(call)
                 kinds = {b.name: b.kind for b in call.after.buffers} if call.after is not None else {}
                 state = [n for n in changed if kinds.get(n) in _STATE_KINDS]
                 if state:
@@ -558,7 +608,7 @@ def _reference_only(run: _Run, first: Divergence, calls: list[CallRecord]) -> Lo
         return broke
     name, slot = first.tensor, first.slot
     for call in reversed(calls):
-        rows = _changed_rows(call.before, call.after).get(name)
+        rows = _written_rows(call).get(name)
         if rows is None:
             continue
         owners = _values_at(call.after, name, rows)
@@ -713,8 +763,64 @@ def localise(
     if first.pair.startswith("slot hygiene"):
         return _last_writer(run, first, t, "graph" if "graph" in first.pair else "eager")
     if first.kind == "state":  # the engines already differed when the step began
-        return _last_writer(run, first, t, "graph")
+        earlier = _earlier_write(outcome.scenario, backend, faults, factory, first)
+        return earlier or _last_writer(run, first, t, "graph")
     return _reference_only(run, first, eager)
+
+
+def _earlier_write(
+    scenario: Scenario, backend: Any, faults: Sequence[str], factory: EngineFactory, first: Divergence
+) -> Localisation | None:
+    """A state difference no kernel of its step made: rows the graph engine wrote earlier, while they
+    were not request state (a padding write into a free cache block, say), that became request state
+    since. Re-runs every step traced and names the last graph call that wrote those rows."""
+    run = _Run(scenario, backend, faults, factory)
+    t, name = first.step, first.tensor
+    for s in range(t + 1):
+        run.step(s, traced=True)
+    eager = run.engines["eager"].state_snapshot().by_name().get(name)
+    graph = run.engines["graph"].state_snapshot().by_name().get(name)
+    if eager is None or graph is None or not np.array_equal(eager.rows, graph.rows):
+        return None
+    differ = eager.rows[differing_rows(eager.values, graph.values)]
+    calls = run.traces["graph"].calls
+    for call in reversed(calls):
+        for arg in call.args:
+            if arg.buffer != name or not arg.changed or arg.value is None or arg.after is None:
+                continue
+            if arg.value.shape != arg.after.shape or not arg.value.ndim:
+                continue
+            hit = np.intersect1d(differ, differing_rows(arg.value, arg.after))
+            if not hit.size:
+                continue
+            wrote = _Found(name, name, "written", hit)
+            cause = _padding_pointer(call, [wrote]) or wrote
+            cause.reason = (
+                f"{call.phase}: wrote rows of {name} that were not request state then (padding, a free block); "
+                f"they are request state at step {t}, holding the graph engine's values"
+                + (f"; {cause.reason}" if cause is not wrote else "")
+            )
+            if cause.actual is None:
+                cause.expected = _plain(eager.values[np.isin(eager.rows, hit)][:_SHOWN])
+                cause.actual = _plain(graph.values[np.isin(graph.rows, hit)][:_SHOWN])
+            phase_calls = [c for c in calls if c.phase == call.phase]
+            return Localisation(
+                step=int(call.phase.split()[1]) if call.phase.startswith("step ") else 0,
+                method="kernel trace",
+                reason=cause.reason,
+                kernel=call.kernel,
+                argument=cause.argument,
+                buffer=cause.buffer,
+                position=f"kernel {call.index + 1} of {len(phase_calls)} of {call.phase} (graph engine)",
+                where=call.where,
+                rows=cause.rows,
+                expected=cause.expected,
+                actual=cause.actual,
+                source_file=_relative(call.source),
+                source_line=call.line,
+                **_caller_fields(call),
+            )
+    return None
 
 
 def _row_changed(arg: Any, row: int | None) -> bool:
