@@ -3,8 +3,10 @@
 # machine with a CUDA device, torch, hypothesis, pytest, pytest-benchmark, rich and jinja2.
 #   benchmarks/gpu_checks.sh OUT_DIR [PROFILE]
 # GPU_CHECKS_TESTS selects the pytest run (default: the whole tests/ folder).
-# GPU_CHECKS_PARTS picks the parts (default "tests bench run faults"); GPU_CHECKS_PARTS=bench runs
-# only `graphcheck bench --backend cuda` (decode step per bucket, lockstep overhead vs its 2.0 target).
+# GPU_CHECKS_PARTS picks the parts (default "tests bench run faults"; "catalog" is extra);
+# GPU_CHECKS_PARTS=bench runs only `graphcheck bench --backend cuda` (decode step per bucket, lockstep
+# overhead vs its target), with GPU_CHECKS_BENCH_ARGS (e.g. --quick). "catalog" runs `graphcheck
+# catalog --backend cuda` with GPU_CHECKS_CATALOG_BUDGET seconds per fault (default 30).
 # Writes pytest logs, benchmark JSON and graphcheck reports under OUT_DIR.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [PROFILE]}
@@ -22,7 +24,7 @@ fi
 
 if wants bench; then
 echo "== graphcheck bench --backend cuda (JSON in $out/bench/)"
-python3 -m graphcheck.cli bench --backend cuda --out "$out/bench" 2>&1 | tee "$out/bench.txt"
+python3 -m graphcheck.cli bench --backend cuda ${GPU_CHECKS_BENCH_ARGS:-} --out "$out/bench" 2>&1 | tee "$out/bench.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/bench.txt"
 fi
 
@@ -32,11 +34,17 @@ python3 -m graphcheck.cli run --backend cuda --profile "$profile" --report-dir "
     | tail -n 25 | tee "$out/run-clean.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
 fi
+if wants catalog; then
+echo "== graphcheck catalog --backend cuda"
+python3 -m graphcheck.cli catalog --backend cuda --budget "${GPU_CHECKS_CATALOG_BUDGET:-30}" --shrink-budget 10 \
+    --report-dir "$out/catalog" 2>&1 | tail -n 45 | tee "$out/catalog.txt"
+echo "exit ${PIPESTATUS[0]}" | tee -a "$out/catalog.txt"
+fi
 fault_profile=${GPU_CHECKS_FAULT_PROFILE:-$profile}
 wants faults || exit 0
 for fault in $(python3 -c 'from graphcheck.backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
     echo "== graphcheck run --backend cuda --inject $fault"
     python3 -m graphcheck.cli run --backend cuda --profile "$fault_profile" --inject "$fault" \
-        --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite " | tee "$out/run-$fault.txt"
+        --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite |where:" | tee "$out/run-$fault.txt"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-$fault.txt"
 done

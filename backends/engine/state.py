@@ -166,28 +166,34 @@ def snapshot_state(
         wanted += list(_DRAFT_ROWS) + list(_DRAFT_OFFSETS)
     host = dict(host or {})
     missing = [n for n in dict.fromkeys(wanted) if n not in host]
-    host.update(zip(missing, xp.to_host_many([named[n] for n in missing])))
+    # Views where the framework allows: every value kept below is a fancy-indexed copy.
+    host.update(zip(missing, xp.to_host_many([named[n] for n in missing], copy=False)))
     running = np.array(sorted(running_slots), dtype=np.int64)
     B = host["seq_lens_this_time"].shape[0]
-    free = np.setdiff1d(np.arange(B, dtype=np.int64), running)
+    is_free = np.ones(B, dtype=bool)
+    is_free[running] = False
+    free = np.flatnonzero(is_free)
     R = min(real_bsz, B)
-    states = [
-        BufferState(name, SLOT, running, host[name][running], running, free, host[name][free], idle)
+    states: dict[str, BufferState] = {
+        name: BufferState(name, SLOT, running, host[name][running], running, free, host[name][free], idle)
         for name, idle in SLOT_IDLE.items()
-    ]
-    offsets = _OFFSETS + (_DRAFT_OFFSETS if draft_scratch else ())
-    for name in offsets:
+    }
+    for name in _OFFSETS + (_DRAFT_OFFSETS if draft_scratch else ()):
         rows = np.arange(min(R + 1, host[name].shape[0]), dtype=np.int64)
-        states.append(BufferState(name, TOKEN, rows, host[name][rows], _owners_of_offsets(R)[: len(rows)]))
-    packed = dict(_TARGET_ROWS, **(_DRAFT_ROWS if draft_scratch else {}))
-    for name, offsets_name in packed.items():
-        cu = host[offsets_name]
-        owners = _segment_owners(cu, min(R, cu.shape[0] - 1), host[name].shape[0]) if R > 0 else np.zeros(0, np.int64)
+        states[name] = BufferState(name, TOKEN, rows, host[name][rows], _owners_of_offsets(R)[: len(rows)])
+    layouts: dict[str, np.ndarray] = {}
+    for name, offsets_name in dict(_TARGET_ROWS, **(_DRAFT_ROWS if draft_scratch else {})).items():
+        if offsets_name not in layouts:
+            cu = host[offsets_name]
+            capacity = host[name].shape[0]
+            layouts[offsets_name] = (
+                _segment_owners(cu, min(R, cu.shape[0] - 1), capacity) if R > 0 else np.zeros(0, np.int64)
+            )
+        owners = layouts[offsets_name][: host[name].shape[0]]
         rows = np.arange(len(owners), dtype=np.int64)
-        values = _take(host[name], rows)
-        states.append(BufferState(name, TOKEN, rows[: len(values)], values, owners[: len(values)]))
+        states[name] = BufferState(name, TOKEN, rows, host[name][: len(owners)].copy(), owners)
     cache_rows, cache_owners = _cache_rows(host["block_tables"], running, block_size)
     for name in _CACHES:
-        states.append(BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners))
-    ordered = tuple(sorted(states, key=lambda b: _RANK.get(b.name, len(_RANK))))
+        states[name] = BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners)
+    ordered = tuple(states[n] for n in STEP_ORDER if n in states)
     return EngineState(ordered, layout_violations(host, R) if draft_scratch else ())

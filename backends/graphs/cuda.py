@@ -59,15 +59,38 @@ class CudaGraph(DeviceGraph):
         return not self._storage_refs[i].expired()
 
 
+class FreedTensor:
+    """Stands for a captured tensor argument whose storage the engine let go of: its address,
+    shape and dtype, no data (what a graph replaying it would read is gone)."""
+
+    freed = True
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: Any) -> None:
+        self._ptr, self.shape, self.dtype = ptr, shape, dtype
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
+class _WeakArg:
+    def __init__(self, t: Any) -> None:
+        self.ref = weakref.ref(t)
+        self.stand_in = FreedTensor(t.data_ptr(), tuple(t.shape), t.dtype)
+
+    def __call__(self) -> Any:
+        alive = self.ref()
+        return alive if alive is not None else self.stand_in
+
+
 class _Segment:
     """One kernel call captured alone: its graph, the kernel, and weak references to its arguments."""
 
     def __init__(self, graph: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, result: Any, ops: TorchOps):
         self.graph, self.fn, self.result = graph, fn, result
-        self._args = rebuild((args, kwargs), ops, weakref.ref)
+        self._args = rebuild((args, kwargs), ops, _WeakArg)
 
     def arguments(self) -> tuple[tuple, dict]:
-        """The captured arguments; a tensor the engine has let go of reads as None."""
+        """The captured arguments; a tensor the engine has let go of reads as a :class:`FreedTensor`."""
         (args, kwargs) = _resolve(self._args)
         return args, kwargs
 
@@ -77,7 +100,7 @@ class _Segment:
 
 
 def _resolve(obj: Any) -> Any:
-    if isinstance(obj, weakref.ref):
+    if isinstance(obj, _WeakArg):
         return obj()
     if isinstance(obj, tuple):
         return type(obj)(*(_resolve(o) for o in obj)) if hasattr(obj, "_fields") else tuple(_resolve(o) for o in obj)

@@ -71,8 +71,12 @@ class ArrayOps(abc.ABC):
     def to_host(self, x: Tensor) -> np.ndarray:
         """Device-to-host copy; calls ``kernels.host_sync`` first."""
 
-    def to_host_many(self, xs: Sequence[Tensor]) -> list[np.ndarray]:
-        """Host copies of several tensors; a device framework may batch them into one transfer."""
+    def to_host_many(self, xs: Sequence[Tensor], *, copy: bool = True) -> list[np.ndarray]:
+        """Host copies of several tensors; a device framework may batch them into one transfer.
+
+        ``copy=False``: a CPU framework may return views of the tensors' memory
+        instead (read them before the tensors change).
+        """
         return [self.to_host(x) for x in xs]
 
     # -- dtype and shape -----------------------------------------------

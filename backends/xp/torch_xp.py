@@ -40,9 +40,14 @@ class TorchArrayOps(ArrayOps):
         host_sync("to_host")
         return x.detach().cpu().numpy().copy()
 
-    def to_host_many(self, xs):
-        """One transfer for all of ``xs`` on a GPU (their bytes concatenated); plain copies on the CPU."""
-        if self._device.type == "cpu" or len(xs) < 2:
+    def to_host_many(self, xs, *, copy=True):
+        """One transfer for all of ``xs`` on a GPU (their bytes concatenated); copies or views on the CPU."""
+        if self._device.type == "cpu":
+            if copy:
+                return [self.to_host(x) for x in xs]
+            host_sync("to_host")
+            return [x.detach().numpy() for x in xs]
+        if len(xs) < 2:
             return [self.to_host(x) for x in xs]
         host_sync("to_host")
         flat = [x.detach().contiguous().reshape(-1).view(torch.uint8) for x in xs]

@@ -693,6 +693,22 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
     return None
 
 
+def _graph_region(first: Divergence) -> Localisation:
+    """A stale static input whose graph cannot list its kernel calls (one opaque device graph)."""
+    return Localisation(
+        step=first.step,
+        method="graph inputs",
+        reason=f"a captured graph reads {first.tensor} from storage the engine no longer holds under that name "
+        "(its graph replays as one launch, so the kernel that reads it is not known)",
+        argument=first.tensor,
+        buffer=None if first.tensor.startswith("<") else first.tensor,
+        position=f"step {first.step}",
+        where=first.detail.split(":", 1)[0],
+        expected=first.expected,
+        actual=first.actual,
+    )
+
+
 def _held_tensors(run: _Run, t: int) -> Localisation | None:
     """Memory growth: a tensor a kernel returned during step ``t`` that the graph engine still holds."""
     engine, trace = run.engines["graph"], run.traces["graph"]
@@ -748,10 +764,10 @@ def localise(
     for s in range(t):
         run.step(s, traced=False)
     if first.kind == "address" and "freed before this step" in first.detail:
-        return _graph_input(run, first)  # the lockstep did not run this step: neither do we
+        return _graph_input(run, first) or _graph_region(first)  # the lockstep did not run this step
     run.step(t, traced=True)
     if first.kind == "address":
-        return _graph_input(run, first)
+        return _graph_input(run, first) or _graph_region(first)
     if first.kind == "memory":
         return _held_tensors(run, t)
     eager = run.traces["eager"].phase_calls(f"step {t}")

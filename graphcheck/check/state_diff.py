@@ -27,8 +27,12 @@ def _bytes_by_row(values: np.ndarray) -> np.ndarray:
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    return bool(np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)))
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _fingerprint(state: EngineState) -> bytes:
+    """Every buffer's name, rows and values as one byte string: equal states, equal strings."""
+    return b"".join(b.name.encode() + b.rows.tobytes() + b.values.tobytes() for b in state.buffers)
 
 
 def differing_rows(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
@@ -102,6 +106,8 @@ def diff_states(
 
     ``requests``: slot -> the request id running there (names the row's owner).
     """
+    if len(expected.buffers) == len(actual.buffers) and _fingerprint(expected) == _fingerprint(actual):
+        return []  # the common case, in one comparison
     found = []
     theirs = actual.by_name()
     for mine in expected.buffers:

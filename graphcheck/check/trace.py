@@ -228,7 +228,7 @@ class KernelTrace:
         record.args = [self._arg_before(path, value, graph) for path, value in flat]
         result = kernels.run_nested(fn, args, kwargs)
         for arg, (_, value) in zip(record.args, flat):
-            if not arg.host:
+            if not arg.host and arg.status != "freed":
                 self._arg_after(arg, value)
         for t in (v for _, v in leaves("out", result)):
             if is_tensor(t):
@@ -249,6 +249,10 @@ class KernelTrace:
             return ArgRecord(path, host=True, value=value)
         ptr = value.data_ptr()
         arg = ArgRecord(path, shape=tuple(int(n) for n in value.shape), data_ptr=ptr, tensor_id=id(value))
+        if getattr(value, "freed", False):  # a device graph's argument whose storage is gone: no data
+            name = self._captured.get(ptr, (None, False))[0]
+            arg.buffer, arg.status = name, "freed"
+            return arg
         arg.buffer = self._names.get(id(value)) or self._by_ptr.get(ptr)
         if arg.buffer is None and ptr in self._captured:
             name, alive = self._captured[ptr]
