@@ -27,7 +27,7 @@ pytest.importorskip("torch")
 #: fault -> (the scenario that shows it, expected first kind)
 FAULTS = {
     "rebind-output-offsets": (lambda: late_joiner("forward_sampling"), "address"),
-    "stale-padding-rows": (lambda: shrinking_batch("target_match", "step", num_steps=7), "token"),
+    "stale-padding-rows": (lambda: shrinking_batch("target_match", "step", num_steps=7), "state"),
     "naive-seed-frozen": (lambda: demo_scenario(naive_mode=True, num_steps=3), "seed"),
     "clone-held-per-step": (lambda: demo_scenario(num_steps=5), "memory"),
 }
@@ -35,11 +35,12 @@ EMULATED = {"xpu": ("--backend", "xpu", "--emulate"), "npu": ("--backend", "npu"
 
 
 def _first_failure(report_dir: Path) -> dict:
+    """The first failing divergence, with the outcome's localisation under "where"."""
     (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
     doc = json.loads((run_dir / "divergences.json").read_text())
     failing = [o for o in doc["outcomes"] if not o["clean"]]
     assert failing, doc
-    return failing[0]["failures"][0]
+    return dict(failing[0]["failures"][0], where=failing[0]["localisation"])
 
 
 def _replay(tmp: Path, fault: str, *backend: str) -> tuple[int, dict | None]:
@@ -52,10 +53,10 @@ def _replay(tmp: Path, fault: str, *backend: str) -> tuple[int, dict | None]:
 
 
 @functools.cache
-def _cpu_headline(fault: str, tmp: Path) -> tuple[str, str]:
+def _cpu_headline(fault: str, tmp: Path) -> tuple[str, str, str | None]:
     code, first = _replay(tmp, fault, "--backend", "cpu")
     assert code == exitcodes.DIVERGENCE and first is not None
-    return first["kind"], first["tensor"]
+    return first["kind"], first["tensor"], (first["where"] or {}).get("target")
 
 
 @pytest.mark.parametrize("backend", sorted(EMULATED))
@@ -65,11 +66,12 @@ def test_fault_is_caught_like_on_cpu(fault: str, backend: str, tmp_path_factory:
         pytest.importorskip("paddle")
     tmp = tmp_path_factory.getbasetemp() / f"fault-{fault}"
     tmp.mkdir(exist_ok=True)
-    kind, tensor = _cpu_headline(fault, tmp)
+    kind, tensor, where = _cpu_headline(fault, tmp)
     assert kind == FAULTS[fault][1]
     code, first = _replay(tmp, fault, *EMULATED[backend])
     assert code == exitcodes.DIVERGENCE, f"{fault} went undetected on {backend} --emulate"
     assert (first["kind"], first["tensor"]) == (kind, tensor)
+    assert where is not None and first["where"]["target"] == where  # localised to the same kernel and buffer
 
 
 @pytest.mark.parametrize(

@@ -267,6 +267,11 @@ class NpuGraph(Graph):
     def _input_alive(self, i: int) -> bool:
         return self._root_refs[i]() is not None and not self._storage_refs[i].expired()
 
+    def kernel_calls(self) -> list[tuple[Any, tuple, dict]]:
+        """The recorded kernel calls where the device graph can list them (the emulated module); else []."""
+        calls = getattr(self.device_graph, "kernel_calls", None)
+        return calls() if callable(calls) else []
+
 
 class NpuGraphRunner(GraphRunner):
     """Graph runner on torch_npu's ``NPUGraph`` with one shared pool and task-group updates."""

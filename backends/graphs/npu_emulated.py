@@ -125,6 +125,10 @@ class EmulatedNpuGraph:
 
     traces_calls = True  # replays through EmulatedGraph, which a kernel trace sees call by call
 
+    def kernel_calls(self) -> list[tuple[Any, tuple, dict]]:
+        """The captured graph's recorded kernel calls (none before capture_end)."""
+        return self.graph.kernel_calls() if self.graph is not None else []
+
     def __init__(self, module: EmulatedNpu, label: str) -> None:
         self.module, self.label = module, label
         self.graph: EmulatedGraph | None = None  # set by capture_end
