@@ -29,6 +29,7 @@ from graphcheck.adapter import (
     GraphInput,
     RunnerInfo,
     SlotCapacity,
+    StateSnapshots,
     StepReport,
 )
 from graphcheck.check.runner import LockstepRunner
@@ -230,6 +231,7 @@ def test_protocol_names_exactly_what_the_lockstep_reads() -> None:
         "slots",
     }
     assert members(RunnerInfo) == {"name"} and members(SlotCapacity) == {"slots"}
+    assert members(StateSnapshots) == {"state_snapshot"}  # optional: the lockstep asks for it only if present
 
 
 def test_the_builtin_engine_is_an_adapter(cpu) -> None:
@@ -265,6 +267,13 @@ def test_the_second_adapter_exposes_only_the_protocol(cpu) -> None:
 
 
 def test_the_second_adapter_runs_clean_in_lockstep(cpu) -> None:
+    # SlotEngine lacks the optional StateSnapshots protocol: every other check still runs.
+    from graphcheck.check.lockstep import Lockstep
+
+    assert (
+        not hasattr(SlotEngine, "state_snapshot")
+        and not Lockstep(demo_scenario(), cpu, engine_factory=SlotEngine).snapshots
+    )
     outcome = LockstepRunner(cpu, SlotEngine)(demo_scenario())
     assert outcome.clean, [d.headline() for d in outcome.failures]
     assert outcome.runner == "slot-engine/emulated"
