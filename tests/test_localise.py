@@ -16,7 +16,9 @@ from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine, faults
 from graphcheck.backends.engine.faults import FAULTS
 from graphcheck.backends.graphs import kernels
-from graphcheck.check.localise import _Localiser, _Run, _sizes, localise_outcome
+from graphcheck.check.align import first_parting
+from graphcheck.check.call_diff import padded_sizes
+from graphcheck.check.localise import _Run, localise_outcome
 from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import Localisation
 from graphcheck.check.trace import KernelTrace
@@ -141,8 +143,8 @@ def trace_clean_run(scenario, backend) -> list:
         eager = run.traces["eager"].phase_calls(f"step {t}")
         graph = run.traces["graph"].phase_calls(f"step {t}")
         assert eager and graph
-        sizes = _sizes(run.engines["graph"].last_step_info, scenario.config.tokens_per_request)
-        said.append(_Localiser(eager, graph, t, sizes).run())
+        sizes = padded_sizes(run.engines["graph"].last_step_info, scenario.config.tokens_per_request)
+        said.append(first_parting(eager, graph, t, sizes))
     return said
 
 
