@@ -199,6 +199,18 @@ def test_a_localisation_that_fails_says_so(cpu) -> None:
     assert loc is not None and loc.method == "unavailable" and "cannot be rebuilt" in loc.reason
 
 
+def test_an_engine_without_traced_kernels_is_told_so(cpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine whose kernels graphcheck cannot see gets its divergence, and a localisation that says why
+    it has no kernel (never a claim about which one)."""
+    from graphcheck.check import trace
+
+    monkeypatch.setattr(trace.KernelTrace, "trace_call", lambda self, fn, args, kwargs, *, graph: fn(*args, **kwargs))
+    fault = [faults.SEED_ADVANCE_OUTSIDE_GRAPH]
+    loc = localise_outcome(check_scenario(joiner(), cpu, faults=fault), cpu, faults=fault)
+    assert loc is not None and loc.method == "unavailable" and loc.kernel is None
+    assert "kernel decorator" in loc.reason
+
+
 def test_a_clean_outcome_has_no_localisation(cpu) -> None:
     outcome = check_scenario(joiner(), cpu, localise=True)
     assert outcome.clean and outcome.localisation is None

@@ -306,6 +306,15 @@ def localise(
     eager = run.traces["eager"].phase_calls(f"step {t}")
     graph = run.traces["graph"].phase_calls(f"step {t}")
     info = run.engines["graph"].last_step_info
+    if not eager and not graph:
+        return Localisation(
+            step=t,
+            method="unavailable",
+            reason="no kernel call was traced: the engine's kernels are not marked with graphcheck's kernel "
+            "decorator (docs/adapters.md), so only the divergence itself is known",
+            argument=first.tensor,
+            position=f"step {t}",
+        )
     found = first_parting(eager, graph, t, padded_sizes(info, outcome.scenario.config.tokens_per_request))
     if found is not None:
         return found
@@ -314,7 +323,18 @@ def localise(
     if first.kind == "state":  # the engines already differed when the step began
         earlier = _earlier_write(outcome.scenario, backend, faults, factory, first)
         return earlier or _last_writer(run, first, t, "graph")
-    return _reference_only(run, first, eager)
+    if first.pair.startswith("reference"):
+        return _reference_only(run, first, eager)
+    return Localisation(
+        step=t,
+        method="kernel trace",
+        reason=f"no traced kernel of step {t} writes its meaningful rows differently in the two engines: the "
+        f"{first.kind} divergence in {first.tensor} ({first.pair}) comes from outside the traced kernels",
+        argument=first.tensor,
+        position=f"step {t}",
+        slot=first.slot,
+        request_id=first.request_id,
+    )
 
 
 def _earlier_write(
