@@ -50,7 +50,7 @@ checks those).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
 from graphcheck.state import EngineState
@@ -308,6 +308,24 @@ class EngineFactory(Protocol):
     ) -> EngineAdapter: ...
 
 
+def captured_graphs(engine: EngineAdapter, bucket: int | None = None) -> Iterator[tuple[str, int, CapturedGraph]]:
+    """``(kind, capture size, graph)`` of every graph ``engine`` captured (of one ``bucket`` when given);
+    ``kind`` is "target" or "draft", buckets without a draft graph give only their target."""
+    sizes = [bucket] if bucket is not None else list(engine.graphs)
+    for size in sizes:
+        graphs = engine.graphs[size]
+        for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
+            if graph is not None:
+                yield kind, size, graph
+
+
+def input_label(inp: GraphInput) -> str:
+    """How reports name a static input: the engine's buffer name, else ``<unnamed DTYPE[SHAPE]>``."""
+    if inp.name is not None:
+        return inp.name
+    return f"<unnamed {inp.dtype}[{', '.join(str(n) for n in inp.shape)}]>"
+
+
 __all__ = [
     "CaptureBucket",
     "CapturedGraph",
@@ -318,4 +336,6 @@ __all__ = [
     "SlotCapacity",
     "StateSnapshots",
     "StepReport",
+    "captured_graphs",
+    "input_label",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphcheck.backends.engine.buffers import SLOT_IDLE, EngineBuffers
+from graphcheck.backends.engine.buffers import CACHE_FIELDS, SLOT_IDLE, EngineBuffers
 from graphcheck.state import CACHE, SLOT, TOKEN, BufferState, EngineState
 
 #: Packed target inputs and output rows: buffer -> the prefix-sum buffer counting its rows.
@@ -39,7 +39,6 @@ _DRAFT_ROWS = {
 }
 _OFFSETS = ("cu_seqlens_q", "cu_seqlens_out")
 _DRAFT_OFFSETS = ("d_cu_seqlens",)
-_CACHES = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
 
 
 #: The order a step writes the buffers in (admission and host writes, the target pack and forward,
@@ -89,7 +88,6 @@ STEP_ORDER = (
     "draft_last_hidden",
     "draft_tokens",
 )
-_RANK = {name: i for i, name in enumerate(STEP_ORDER)}
 
 
 def _owners_of_offsets(R: int) -> np.ndarray:
@@ -153,21 +151,18 @@ def snapshot_state(
     block_size: int,
     *,
     draft_scratch: bool = False,
-    host: dict[str, np.ndarray] | None = None,
 ) -> EngineState:
     """The engine's state now: ``running_slots`` occupy slots, the last step packed ``real_bsz`` slots.
 
-    ``host``: host copies of the buffers already made (name -> array); the
-    rest are copied here in one batch.
+    The buffers are read in one batch (``xp.to_host_many``).
     """
     named = buffers.named_tensors()
-    wanted = list(SLOT_IDLE) + list(_TARGET_ROWS) + list(_OFFSETS) + list(_CACHES) + ["block_tables"]
+    wanted = list(SLOT_IDLE) + list(_TARGET_ROWS) + list(_OFFSETS) + list(CACHE_FIELDS) + ["block_tables"]
     if draft_scratch:
         wanted += list(_DRAFT_ROWS) + list(_DRAFT_OFFSETS)
-    host = dict(host or {})
-    missing = [n for n in dict.fromkeys(wanted) if n not in host]
+    names = list(dict.fromkeys(wanted))
     # Views where the framework allows: every value kept below is a fancy-indexed copy.
-    host.update(zip(missing, xp.to_host_many([named[n] for n in missing], copy=False)))
+    host = dict(zip(names, xp.to_host_many([named[n] for n in names], copy=False)))
     running = np.array(sorted(running_slots), dtype=np.int64)
     B = host["seq_lens_this_time"].shape[0]
     is_free = np.ones(B, dtype=bool)
@@ -193,7 +188,7 @@ def snapshot_state(
         rows = np.arange(len(owners), dtype=np.int64)
         states[name] = BufferState(name, TOKEN, rows, host[name][: len(owners)].copy(), owners)
     cache_rows, cache_owners = _cache_rows(host["block_tables"], running, block_size)
-    for name in _CACHES:
+    for name in CACHE_FIELDS:
         states[name] = BufferState(name, CACHE, cache_rows, _take(host[name], cache_rows), cache_owners)
     ordered = tuple(states[n] for n in STEP_ORDER if n in states)
     return EngineState(ordered, layout_violations(host, R) if draft_scratch else ())

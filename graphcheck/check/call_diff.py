@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from graphcheck.check.records import Localisation
-from graphcheck.check.state_diff import differing_rows
+from graphcheck.check.state_diff import differing_rows, plain
 from graphcheck.check.trace import CallRecord
 from graphcheck.state import CACHE, SLOT, EngineState
 
@@ -26,12 +26,6 @@ from graphcheck.state import CACHE, SLOT, EngineState
 SHOWN = 8
 #: Buffer kinds whose writes are request state (a call only one engine makes matters when it writes them).
 STATE_KINDS = (SLOT, CACHE)
-
-
-def plain(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return x.item() if hasattr(x, "item") else x
 
 
 def relative_path(path: str | None) -> str | None:
@@ -130,10 +124,10 @@ def written_rows(call: CallRecord) -> dict[str, np.ndarray]:
     for arg in call.args:
         if arg.host or not arg.changed or arg.buffer is None:
             continue
-        if arg.value is None or arg.after is None or arg.value.shape != arg.after.shape or arg.value.ndim == 0:
+        rows = arg.changed_rows()
+        if rows is None:
             unknown.add(arg.buffer)
             continue
-        rows = differing_rows(arg.value, arg.after)
         written[arg.buffer] = np.union1d(written.get(arg.buffer, np.zeros(0, np.int64)), rows)
     out = {}
     for name, rows in written.items():

@@ -21,11 +21,12 @@ whose result the engine still holds.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
 
-from graphcheck.adapter import EngineFactory
+from graphcheck.adapter import EngineFactory, captured_graphs, input_label
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import (
     SHOWN,
@@ -33,14 +34,13 @@ from graphcheck.check.call_diff import (
     at_call,
     padded_sizes,
     padding_pointer,
-    plain,
     relative_path,
     values_at,
     written_rows,
 )
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome, Localisation
-from graphcheck.check.state_diff import differing_rows
+from graphcheck.check.state_diff import differing_rows, plain
 from graphcheck.check.trace import CallRecord, KernelTrace, bound_arguments, is_tensor, leaves, source_of, to_host
 from graphcheck.driver import apply_events
 from graphcheck.scenario import Scenario
@@ -104,11 +104,7 @@ class _Run:
         for name, engine in self.engines.items():
             trace = self.traces[name]
             trace.start_phase(f"step {t}")
-            if traced:
-                with kernels.tracing(trace):
-                    apply_events(engine, self.scenario, t)
-                    engine.step(t, self.scenario.accept_overrides_at(t))
-            else:
+            with kernels.tracing(trace) if traced else nullcontext():
                 apply_events(engine, self.scenario, t)
                 engine.step(t, self.scenario.accept_overrides_at(t))
 
@@ -182,18 +178,12 @@ def _reference_only(run: _Run, first: Divergence, calls: list[CallRecord]) -> Lo
 
 
 def _stale_pointers(engine: Any, name: str) -> set[int]:
-    """Captured addresses of the static inputs called ``name`` (or shown so, when unnamed) that are stale now."""
+    """Captured addresses of the static inputs shown as ``name`` that are stale now (rebound or freed)."""
     current = engine.buffer_tensors()
     found = set()
-    for bucket in engine.graphs.values():
-        for graph in (bucket.target, bucket.draft):
-            if graph is None:
-                continue
-            found |= {inp.data_ptr for inp, _ in graph.stale_inputs(current) if inp.name == name}
-            for inp in graph.dead_inputs():
-                shown = inp.name or f"<unnamed {inp.dtype}[{', '.join(str(n) for n in inp.shape)}]>"
-                if shown == name:
-                    found.add(inp.data_ptr)
+    for _, _, graph in captured_graphs(engine):
+        found |= {inp.data_ptr for inp, _ in graph.stale_inputs(current) if inp.name == name}
+        found |= {inp.data_ptr for inp in graph.dead_inputs() if input_label(inp) == name}
     return found
 
 
@@ -202,30 +192,29 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
     engine = run.engines["graph"]
     pointers = _stale_pointers(engine, first.tensor)
     status = "freed" if first.actual is None else "rebound"
-    for bucket in engine.graphs.values():
-        for graph in (bucket.target, bucket.draft):
-            calls = getattr(graph, "kernel_calls", None)
-            if graph is None or calls is None:
-                continue
-            for fn, args, kwargs in calls():
-                for path, value in (pv for pname, v in bound_arguments(fn, args, kwargs) for pv in leaves(pname, v)):
-                    if not (is_tensor(value) and value.data_ptr() in pointers):
-                        continue
-                    source, line = source_of(fn)
-                    return Localisation(
-                        step=first.step,
-                        method="graph inputs",
-                        reason=f"the graph reads {first.tensor} from storage the engine {status} after capture",
-                        kernel=getattr(fn, "__qualname__", repr(fn)),
-                        argument=path,
-                        buffer=None if first.tensor.startswith("<") else first.tensor,
-                        position=f"step {first.step}",
-                        where=f"inside {getattr(graph, 'label', 'a graph')}",
-                        expected=first.expected,
-                        actual=first.actual,
-                        source_file=relative_path(source),
-                        source_line=line,
-                    )
+    for _, _, graph in captured_graphs(engine):
+        calls = getattr(graph, "kernel_calls", None)
+        if calls is None:
+            continue
+        for fn, args, kwargs in calls():
+            for path, value in (pv for pname, v in bound_arguments(fn, args, kwargs) for pv in leaves(pname, v)):
+                if not (is_tensor(value) and value.data_ptr() in pointers):
+                    continue
+                source, line = source_of(fn)
+                return Localisation(
+                    step=first.step,
+                    method="graph inputs",
+                    reason=f"the graph reads {first.tensor} from storage the engine {status} after capture",
+                    kernel=getattr(fn, "__qualname__", repr(fn)),
+                    argument=path,
+                    buffer=None if first.tensor.startswith("<") else first.tensor,
+                    position=f"step {first.step}",
+                    where=f"inside {getattr(graph, 'label', 'a graph')}",
+                    expected=first.expected,
+                    actual=first.actual,
+                    source_file=relative_path(source),
+                    source_line=line,
+                )
     return None
 
 
@@ -247,19 +236,15 @@ def _graph_region(first: Divergence) -> Localisation:
 
 def _held_tensors(run: _Run, t: int) -> Localisation | None:
     """Memory growth: a tensor a kernel returned during step ``t`` that the graph engine still holds."""
-    engine, trace = run.engines["graph"], run.traces["graph"]
-    made = {}
-    for call in trace.phase_calls(f"step {t}"):
-        if call.graph is None:
-            for i in call.return_ids:
-                made[i] = call
+    engine, calls = run.engines["graph"], run.traces["graph"].phase_calls(f"step {t}")
+    made = {i: call for call in calls if call.graph is None for i in call.return_ids}
     for attr, value in vars(engine).items():
         for path, leaf in leaves(attr, value):
             if is_tensor(leaf) and id(leaf) in made:
                 call = made[id(leaf)]
                 return at_call(
                     call,
-                    len(trace.phase_calls(f"step {t}")),
+                    len(calls),
                     "graph engine",
                     step=t,
                     method="kernel trace",
@@ -355,11 +340,8 @@ def _earlier_write(
     calls = run.traces["graph"].calls
     for call in reversed(calls):
         for arg in call.args:
-            if arg.buffer != name or not arg.changed or arg.value is None or arg.after is None:
-                continue
-            if arg.value.shape != arg.after.shape or not arg.value.ndim:
-                continue
-            hit = np.intersect1d(differ, differing_rows(arg.value, arg.after))
+            changed = arg.changed_rows() if arg.buffer == name else None
+            hit = np.intersect1d(differ, changed) if changed is not None else differ[:0]
             if not hit.size:
                 continue
             wrote = Found(name, name, "written", hit)
@@ -372,10 +354,9 @@ def _earlier_write(
             if cause.actual is None:
                 cause.expected = plain(eager.values[np.isin(eager.rows, hit)][:SHOWN])
                 cause.actual = plain(graph.values[np.isin(graph.rows, hit)][:SHOWN])
-            phase_calls = [c for c in calls if c.phase == call.phase]
             return at_call(
                 call,
-                len(phase_calls),
+                len(run.traces["graph"].phase_calls(call.phase)),
                 "graph engine",
                 step=int(call.phase.split()[1]) if call.phase.startswith("step ") else 0,
                 method="kernel trace",
@@ -391,11 +372,8 @@ def _earlier_write(
 
 def _row_changed(arg: Any, row: int | None) -> bool:
     """Whether the call changed row ``row`` of the argument (True when the copies cannot tell)."""
-    if row is None or arg.value is None or arg.after is None or arg.value.shape != arg.after.shape:
-        return True
-    if not arg.value.ndim or row >= arg.value.shape[0]:
-        return True
-    return arg.value[row].tobytes() != arg.after[row].tobytes()
+    changed = arg.changed_rows()
+    return row is None or changed is None or row in changed.tolist() or row >= len(arg.value)
 
 
 def _last_writer(run: _Run, first: Divergence, t: int, engine: str) -> Localisation:
@@ -413,7 +391,7 @@ def _last_writer(run: _Run, first: Divergence, t: int, engine: str) -> Localisat
                     state = f"slot {first.slot} at {first.actual!r} in the graph engine, {first.expected!r} eagerly"
                 return at_call(
                     call,
-                    len([c for c in trace.calls if c.phase == call.phase]),
+                    len(trace.phase_calls(call.phase)),
                     f"{engine} engine",
                     step=t,
                     method="kernel trace",

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Sequence
 
-from graphcheck.adapter import EngineAdapter, EngineFactory
+from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
@@ -46,13 +46,6 @@ def _graph_label(kind: str, size: int) -> str:
     return f"{kind}[{size}]"
 
 
-def _input_name(inp: Any) -> str:
-    """The engine's buffer name of a static input, else ``<unnamed DTYPE[SHAPE]>``."""
-    if inp.name is not None:
-        return inp.name
-    return f"<unnamed {inp.dtype}[{', '.join(str(n) for n in inp.shape)}]>"
-
-
 def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
     """The static inputs of the graphs of ``bucket``, against the engine's current buffers.
 
@@ -61,11 +54,8 @@ def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
     as ``<unnamed DTYPE[SHAPE]>``: the graph reads storage nobody owns.
     """
     current = engine.buffer_tensors()
-    graphs = engine.graphs[bucket]
     found = []
-    for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
-        if graph is None:
-            continue
+    for kind, _, graph in captured_graphs(engine, bucket):
         stale = {inp.tensor_id: ptr for inp, ptr in graph.stale_inputs(current)}
         dead = {inp.tensor_id for inp in graph.dead_inputs()}
         for inp in graph.static_inputs:
@@ -74,7 +64,7 @@ def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
                     found.append(
                         Binding(
                             _graph_label(kind, bucket),
-                            _input_name(inp),
+                            input_label(inp),
                             inp.data_ptr,
                             None,
                             False,
@@ -297,27 +287,24 @@ class Lockstep:
             else "replaying the graph would read freed memory, so the step was not run"
         )
         found = []
-        for bucket, graphs in self.graph.graphs.items():
-            for kind, graph in (("target", graphs.target), ("draft", graphs.draft)):
-                if graph is None:
+        for kind, bucket, graph in captured_graphs(self.graph):
+            label = _graph_label(kind, bucket)
+            for inp in graph.dead_inputs():
+                name = input_label(inp)
+                if (label, name) in self._freed_seen:
                     continue
-                label = _graph_label(kind, bucket)
-                for inp in graph.dead_inputs():
-                    name = _input_name(inp)
-                    if (label, name) in self._freed_seen:
-                        continue
-                    self._freed_seen.add((label, name))
-                    found.append(
-                        Divergence(
-                            "address",
-                            t,
-                            name,
-                            "graph capture vs replay",
-                            hex(inp.data_ptr),
-                            None,
-                            detail=f"{label}: captured storage was freed before this step; {consequence}",
-                        )
+                self._freed_seen.add((label, name))
+                found.append(
+                    Divergence(
+                        "address",
+                        t,
+                        name,
+                        "graph capture vs replay",
+                        hex(inp.data_ptr),
+                        None,
+                        detail=f"{label}: captured storage was freed before this step; {consequence}",
                     )
+                )
         return found
 
     def _shape(self, rec: StepRecord, eager: StepRecord) -> list[Divergence]:

@@ -43,23 +43,24 @@ def differing_rows(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.any(a != b, axis=1))
 
 
-def _plain(x: Any) -> Any:
+def plain(x: Any) -> Any:
+    """NumPy arrays and scalars as plain Python values (JSON-ready); anything else as it is."""
     return x.tolist() if hasattr(x, "tolist") else x
 
 
 def describe_row(expected: np.ndarray, actual: np.ndarray) -> tuple[Any, Any, str]:
     """``(expected, actual, where)`` for one row: scalars as they are, vectors cut to the differing columns."""
     if np.ndim(expected) == 0:
-        return _plain(expected), _plain(actual), ""
+        return plain(expected), plain(actual), ""
     e, a = np.ravel(expected), np.ravel(actual)
     if e.size <= _SHOWN:
-        return _plain(e), _plain(a), ""
+        return plain(e), plain(a), ""
     e, a = np.ascontiguousarray(e), np.ascontiguousarray(a)
     cols = np.flatnonzero(np.any(e.view(np.uint8).reshape(e.size, -1) != a.view(np.uint8).reshape(a.size, -1), axis=1))
     first = int(cols[0]) if cols.size else 0
     lo = max(0, min(first, e.size - _SHOWN))
     shown = slice(lo, lo + _SHOWN)
-    return _plain(e[shown]), _plain(a[shown]), f"columns {lo}..{lo + _SHOWN - 1} of {e.size}"
+    return plain(e[shown]), plain(a[shown]), f"columns {lo}..{lo + _SHOWN - 1} of {e.size}"
 
 
 def _request(slot: int, requests: Mapping[int, str]) -> str | None:

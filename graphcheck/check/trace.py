@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from graphcheck.adapter import captured_graphs
+from graphcheck.check.state_diff import differing_rows
 from graphcheck.state import EngineState
 
 #: Tensors up to this size get a full host copy before and after each call; bigger ones a digest.
@@ -74,6 +76,15 @@ class ArgRecord:
     status: str = ""
     tensor_id: int = 0
     digest: bytes = b""
+
+    def changed_rows(self) -> np.ndarray | None:
+        """Indices (first dimension) of the rows the call changed; None when the copies cannot tell
+        (a host value, a tensor too big to copy, a scalar, a shape that changed)."""
+        if not self.changed:
+            return None if self.host else np.zeros(0, np.int64)
+        if self.value is None or self.after is None or self.value.shape != self.after.shape or not self.value.ndim:
+            return None
+        return differing_rows(self.value, self.after)
 
 
 @dataclass
@@ -197,13 +208,10 @@ class KernelTrace:
         self._names = {id(t): name for name, t in current.items()}
         self._by_ptr = {t.data_ptr(): name for name, t in current.items() if is_tensor(t)}
         self._captured = {}
-        for bucket in getattr(self.engine, "graphs", {}).values():
-            for graph in (bucket.target, bucket.draft):
-                if graph is None:
-                    continue
-                dead = {inp.tensor_id for inp in graph.dead_inputs()}
-                for inp in graph.static_inputs:
-                    self._captured.setdefault(inp.data_ptr, (inp.name, inp.tensor_id not in dead))
+        for _, _, graph in captured_graphs(self.engine):
+            dead = {inp.tensor_id for inp in graph.dead_inputs()}
+            for inp in graph.static_inputs:
+                self._captured.setdefault(inp.data_ptr, (inp.name, inp.tensor_id not in dead))
 
     def start_phase(self, phase: str) -> None:
         self.phase = phase
