@@ -31,6 +31,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from graphcheck.contract import CONTRACT_NAMES
 from graphcheck.memory_estimate import (
     MemoryEstimate,
     engine_memory,
@@ -47,6 +48,10 @@ SEED_MODULUS = 2**63 - 2
 VERIFY_STRATEGIES = ("greedy", "target_match", "topp")
 ACCEPT_POLICIES = ("normal", "accept_all", "reject_all")
 GRAPH_SCOPES = ("forward", "forward_sampling", "step")
+#: The engine's model: ``exact`` is the integer model the reference recomputes bit for bit;
+#: ``float32`` / ``bfloat16`` a small real transformer in that dtype (checked by the
+#: model-agnostic oracle, with a numeric tolerance eager vs graph).
+MODELS = ("exact", "float32", "bfloat16")
 
 MAX_NUM_SEQS = 256
 MAX_CAPTURE_SIZE = 512
@@ -98,6 +103,8 @@ class EngineConfig:
     naive_mode: bool = False
     graph_scope: str = "step"
     model_seed: int = 0
+    model: str = "exact"
+    contract: str = "default"
 
     @property
     def tokens_per_request(self) -> int:
@@ -504,6 +511,8 @@ def _parse_config(data: Any, path: str) -> EngineConfig:
         naive_mode=_bool(get("naive_mode"), _join(path, "naive_mode")),
         graph_scope=_choice(get("graph_scope"), _join(path, "graph_scope"), GRAPH_SCOPES),
         model_seed=_int(get("model_seed"), _join(path, "model_seed"), 0, 2**63 - 1),
+        model=_choice(get("model"), _join(path, "model"), MODELS),
+        contract=_choice(get("contract"), _join(path, "contract"), CONTRACT_NAMES),
     )
     return cfg
 

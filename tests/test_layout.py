@@ -25,7 +25,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ("torch", "paddle", "torch_npu")
-SHARED_LEAVES = ("graphcheck.scenario", "graphcheck.memory_estimate", "graphcheck.driver", "graphcheck.state")
+SHARED_LEAVES = (
+    "graphcheck.scenario",
+    "graphcheck.memory_estimate",
+    "graphcheck.driver",
+    "graphcheck.state",
+    "graphcheck.contract",
+    "graphcheck.model_report",
+)
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
