@@ -14,11 +14,11 @@ from typing import Mapping
 
 import numpy as np
 
+from graphcheck.contract import Contract, contract_named
 from graphcheck.driver import run_script
 from graphcheck.reference.model import Cache, draft_forward, draft_proposal, logits_of, target_forward
-from graphcheck.reference.rng import add_mod
-from graphcheck.reference.sampling import sample
-from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from graphcheck.reference.rules import decide, next_seed, scored_rows
+from graphcheck.reference.verify import VerifyInput, VerifyResult
 from graphcheck.reference.weights import Weights, make_weights
 from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
 
@@ -48,15 +48,20 @@ class _Request:
     stopped: bool = False
 
 
-class ReferenceDecoder:
-    """submit / abort / step(t, overrides) -> StepResult, per reference/README.md."""
+class ScriptDecoder:
+    """The script side every oracle shares: FIFO admission, aborts, retirement, the eos list.
 
-    def __init__(self, config: EngineConfig, weights: Weights | None = None):
+    Subclasses implement ``step``. ``contract`` defaults to the configuration's
+    (``EngineConfig.contract``).
+    """
+
+    def __init__(self, config: EngineConfig, contract: Contract | None = None):
         self.config = config
-        self.weights = weights if weights is not None else make_weights(config)
+        self.contract = contract if contract is not None else contract_named(config.contract)
         self._all: dict[str, _Request] = {}
         self._queue: deque[_Request] = deque()
         self._running: list[_Request] = []
+        self._batch_eos: tuple[int, ...] = ()  # eos_scope "batch": the list of the last request admitted
 
     # -- script events ------------------------------------------------
     def submit(self, spec: RequestSpec) -> None:
@@ -89,24 +94,51 @@ class ReferenceDecoder:
     def queued_ids(self) -> tuple[str, ...]:
         return tuple(r.spec.request_id for r in self._queue)
 
-    # -- one step -----------------------------------------------------
-    def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
-        """Admit FIFO, run every running request, retire the ones that stopped."""
+    # -- shared step parts ----------------------------------------------
+    def _admit(self) -> None:
+        """Admit FIFO while fewer than max_num_seqs run."""
         while self._queue and len(self._running) < self.config.max_num_seqs:
-            self._running.append(self._queue.popleft())
-        outcomes = [self._run(req, t, overrides.get(req.spec.request_id)) for req in self._running]
+            req = self._queue.popleft()
+            self._running.append(req)
+            self._batch_eos = req.spec.eos_token_ids
+
+    def _retire(self) -> None:
         for req in self._running:
             if req.stopped:
                 _release(req)
         self._running = [r for r in self._running if not r.stopped]
-        return StepResult(t, tuple(sorted(outcomes, key=lambda o: o.request_id)))
 
-    def _run(self, req: _Request, t: int, override: int | None) -> RequestStep:
-        res = self._verify_naive(req) if self.config.naive_mode else self._verify_spec(req, t, override)
+    def _eos_of(self, req: _Request) -> tuple[int, ...]:
+        """The eos list the request stops on: its own, or the batch's (contract eos_scope)."""
+        if self.contract.eos_scope == "batch" and self._batch_eos:
+            return self._batch_eos
+        return req.spec.eos_token_ids
+
+    def _verify_input(self, req: _Request, t: int, override: int | None) -> VerifyInput:
+        return VerifyInput(
+            drafts=req.drafts if req.prefilled else (),
+            step_idx=req.step_idx,
+            max_dec_len=req.spec.max_dec_len,
+            eos=self._eos_of(req),
+            prefill=not req.prefilled,
+            reasoning_status=reasoning_status_at(req.spec, t),
+            accept_policy=self.config.accept_policy,
+            override=override,
+            verify_window=self.contract.verify_window,
+        )
+
+    def _decide(self, req: _Request, t: int, override: int | None, rows: np.ndarray) -> VerifyResult:
+        """The step's verify (or NAIVE sample) of ``req`` on its target rows (logits or scores)."""
+        inp = self._verify_input(req, t, override)
+        scores = scored_rows(self.contract, rows, req.step_idx, inp.eos)
+        return decide(self.config, self.contract, req.spec, inp, req.infer_seed, scores)
+
+    def _commit(self, req: _Request, res: VerifyResult) -> None:
         req.tokens.extend(res.tokens)
         req.step_idx, req.stopped, req.prefilled = res.step_idx, res.stopped, True
-        req.infer_seed = add_mod(req.infer_seed, self.config.seed_increment)
-        req.drafts = () if self.config.naive_mode else self._propose(req)
+        req.infer_seed = next_seed(self.contract, self.config, req.infer_seed)
+
+    def _outcome(self, req: _Request, res: VerifyResult) -> RequestStep:
         return RequestStep(
             request_id=req.spec.request_id,
             accept_tokens=res.tokens,
@@ -117,6 +149,29 @@ class ReferenceDecoder:
             stopped=req.stopped,
             ambiguous=res.ambiguous,
         )
+
+
+class ReferenceDecoder(ScriptDecoder):
+    """submit / abort / step(t, overrides) -> StepResult, per reference/README.md: the exact oracle,
+    which computes the integer model too."""
+
+    def __init__(self, config: EngineConfig, weights: Weights | None = None, contract: Contract | None = None):
+        super().__init__(config, contract)
+        self.weights = weights if weights is not None else make_weights(config)
+
+    # -- one step -----------------------------------------------------
+    def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
+        """Admit FIFO, run every running request, retire the ones that stopped."""
+        self._admit()
+        outcomes = [self._run(req, t, overrides.get(req.spec.request_id)) for req in self._running]
+        self._retire()
+        return StepResult(t, tuple(sorted(outcomes, key=lambda o: o.request_id)))
+
+    def _run(self, req: _Request, t: int, override: int | None) -> RequestStep:
+        res = self._decide(req, t, override, self._target_logits(req))
+        self._commit(req, res)
+        req.drafts = () if self.config.naive_mode else self._propose(req)
+        return self._outcome(req, res)
 
     def _target_logits(self, req: _Request) -> np.ndarray:
         """Run the target over this step's input; one logits row per output row."""
@@ -131,41 +186,6 @@ class ReferenceDecoder:
         inputs = np.array([req.tokens[-1], *req.drafts], dtype=np.int64)
         hidden = target_forward(self.weights, req.target, inputs, len(req.tokens) - 1)
         return logits_of(self.weights, hidden)
-
-    def _verify_spec(self, req: _Request, t: int, override: int | None) -> VerifyResult:
-        spec, cfg = req.spec, self.config
-        logits = self._target_logits(req)
-        seed = req.infer_seed
-
-        def row(i: int) -> RowVerdict:
-            row_seed = add_mod(seed, 4 * i)
-            return judge_row(
-                cfg.verify_strategy,
-                logits[i],
-                spec.temperature,
-                spec.top_p,
-                spec.top_k,
-                row_seed,
-                cfg.max_candidate_len,
-            )
-
-        inp = VerifyInput(
-            drafts=req.drafts if req.prefilled else (),
-            step_idx=req.step_idx,
-            max_dec_len=spec.max_dec_len,
-            eos=spec.eos_token_ids,
-            prefill=not req.prefilled,
-            reasoning_status=reasoning_status_at(spec, t),
-            accept_policy=cfg.accept_policy,
-            override=override,
-        )
-        return verify(inp, row)
-
-    def _verify_naive(self, req: _Request) -> VerifyResult:
-        spec = req.spec
-        logits = self._target_logits(req)
-        tok, amb = sample(logits[0], spec.temperature, spec.top_p, spec.top_k, req.infer_seed)
-        return naive_step(tok, req.step_idx, spec.max_dec_len, spec.eos_token_ids, amb)
 
     def _propose(self, req: _Request) -> tuple[int, ...]:
         """The MTP drafter (README §5.5): catch the draft cache up, then S substeps."""
@@ -191,9 +211,9 @@ def _release(req: _Request) -> None:
 
 
 def decode(scenario: Scenario, weights: Weights | None = None) -> list[StepResult]:
-    """Decode a whole scenario with the reference; one StepResult per step."""
+    """Decode a whole scenario with the reference (its configuration's contract); one StepResult per step."""
     decoder = ReferenceDecoder(scenario.config, weights)
     return run_script(decoder, scenario)
 
 
-__all__ = ["ReferenceDecoder", "decode", "reasoning_status_at"]
+__all__ = ["ReferenceDecoder", "ScriptDecoder", "decode", "reasoning_status_at"]

@@ -24,21 +24,33 @@ from graphcheck.reference.rng import uniform, uniform_open0
 from graphcheck.scenario import AMBIGUITY_EPS as EPS
 
 
+def as_scores(logits: np.ndarray) -> np.ndarray:
+    """Sampling scores in float64: integer logits of the exact model are divided by 8 (exactly);
+    float scores (an engine's own model, graphcheck.model_report) are taken as they are."""
+    arr = np.asarray(logits)
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64) / 8.0
+    return arr.astype(np.float64)
+
+
 def rank_order(logits: np.ndarray) -> np.ndarray:
-    """Token ids by descending integer logit, ties by lower id (a stable sort)."""
-    return np.argsort(-np.asarray(logits, dtype=np.int64), kind="stable")
+    """Token ids by descending logit (or score), ties by lower id (a stable sort)."""
+    arr = np.asarray(logits)
+    if np.issubdtype(arr.dtype, np.integer):
+        return np.argsort(-arr.astype(np.int64), kind="stable")
+    return np.argsort(-arr.astype(np.float64), kind="stable")
 
 
 def probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(logits / 8 / temperature) in float64; logits / 8 is exact."""
-    z = (np.asarray(logits, dtype=np.int64) / 8.0) / float(temperature)
+    """softmax(scores / temperature) in float64, scores = ``as_scores(logits)`` (logits / 8 is exact)."""
+    z = as_scores(logits) / float(temperature)
     e = np.exp(z - z.max())
     return e / e.sum()
 
 
-def _near(values: np.ndarray, threshold: float) -> bool:
-    """True when any compared float (a float64 array) sits within EPS of its threshold."""
-    return bool((np.abs(values - threshold) < EPS).any())
+def _near(values: np.ndarray, threshold: float, eps: float = EPS) -> bool:
+    """True when any compared float (a float64 array) sits within ``eps`` of its threshold."""
+    return bool((np.abs(values - threshold) < eps).any())
 
 
 def _first_at_least(c: np.ndarray, threshold: float) -> int | None:
@@ -47,7 +59,7 @@ def _first_at_least(c: np.ndarray, threshold: float) -> int | None:
 
 
 def greedy(logits: np.ndarray) -> tuple[int, bool]:
-    """argmax of the integer logits, lowest id on ties; integer-only, never ambiguous."""
+    """argmax, lowest id on ties; never ambiguous (both sides compare the same numbers)."""
     return int(np.argmax(np.asarray(logits))), False
 
 
@@ -60,7 +72,7 @@ def _kept_prefix(c: np.ndarray, threshold: float) -> int:
     return len(c) if idx is None else idx + 1
 
 
-def _walk(c: np.ndarray, m: int, u: float) -> tuple[int, bool]:
+def _walk(c: np.ndarray, m: int, u: float, eps: float = EPS) -> tuple[int, bool]:
     """Index of the first kept i with r < c[i], r = u c[m-1]; and whether r sat near a tested c[i].
 
     r vs c[m-1] is no decision (failing it falls back to the same last kept token).
@@ -68,10 +80,12 @@ def _walk(c: np.ndarray, m: int, u: float) -> tuple[int, bool]:
     r = u * c[m - 1]
     hits = np.nonzero(r < c[:m])[0]
     chosen = int(hits[0]) if hits.size else m - 1
-    return chosen, _near(c[: min(chosen + 1, m - 1)], r)
+    return chosen, _near(c[: min(chosen + 1, m - 1)], r, eps)
 
 
-def sample_u(logits: np.ndarray, temperature: float, top_p: float, top_k: int, u: float) -> tuple[int, bool]:
+def sample_u(
+    logits: np.ndarray, temperature: float, top_p: float, top_k: int, u: float, *, eps: float = EPS
+) -> tuple[int, bool]:
     """sample() with the uniform number u given explicitly (for hand-made tests).
 
     The chosen index never decreases as m grows, and m never decreases as the
@@ -83,17 +97,19 @@ def sample_u(logits: np.ndarray, temperature: float, top_p: float, top_k: int, u
     kept = order[:k]
     p = probabilities(logits, temperature)[kept]
     c = np.cumsum(p / p.sum())
-    cuts = [_kept_prefix(c, th) for th in (top_p, top_p - EPS, top_p + EPS)]
-    walks = {m: _walk(c, m, u) for m in set(cuts)}
+    cuts = [_kept_prefix(c, th) for th in (top_p, top_p - eps, top_p + eps)]
+    walks = {m: _walk(c, m, u, eps) for m in set(cuts)}
     picks = [walks[m] for m in cuts]
     chosen = picks[0][0]
     ambiguous = picks[1][0] != picks[2][0] or any(amb for _, amb in picks)
     return int(kept[chosen]), ambiguous
 
 
-def sample(logits: np.ndarray, temperature: float, top_p: float, top_k: int, row_seed: int) -> tuple[int, bool]:
+def sample(
+    logits: np.ndarray, temperature: float, top_p: float, top_k: int, row_seed: int, *, eps: float = EPS
+) -> tuple[int, bool]:
     """top_k, then top_p, then one draw from uniform(row_seed) (TARGET_MATCH, NAIVE)."""
-    return sample_u(logits, temperature, top_p, top_k, uniform(row_seed))
+    return sample_u(logits, temperature, top_p, top_k, uniform(row_seed), eps=eps)
 
 
 # -- candidates and topp_sample (TOPP) --------------------------------------
@@ -138,41 +154,42 @@ def _cand_len(cum: np.ndarray, top_p: float, threshold: float) -> int:
     return len(cum) if top_p == 1.0 else 0  # top_p == 1.0 tests the parameter, not a sum
 
 
-def candidates(logits: np.ndarray, temperature: float, top_p: float, max_len: int) -> Candidates:
+def candidates(logits: np.ndarray, temperature: float, top_p: float, max_len: int, *, eps: float = EPS) -> Candidates:
     """TOPP candidate set: len = first i+1 with cumsum >= top_p, else C (top_p == 1) or 0."""
     order = rank_order(logits)[:max_len]
     p = probabilities(logits, temperature)[order]
     cum = np.cumsum(p)
     length = _cand_len(cum, top_p, top_p)
     # The length only changes where the threshold crosses a cumsum: try each one in the window.
-    window = [top_p - EPS, top_p + EPS, *cum[np.abs(cum - top_p) < EPS]]
+    window = [top_p - eps, top_p + eps, *cum[np.abs(cum - top_p) < eps]]
     alts = sorted({_cand_len(cum, top_p, th) for th in window} - {length})
     return Candidates(tuple(int(t) for t in order), tuple(float(x) for x in p), length, tuple(alts))
 
 
-def _topp_walk(cands: Candidates, length: int, r: float) -> tuple[int, bool]:
+def _topp_walk(cands: Candidates, length: int, r: float, eps: float = EPS) -> tuple[int, bool]:
     cum = np.cumsum(np.asarray(cands.probs[:length], dtype=np.float64))
     hits = np.nonzero(r <= cum)[0]
     if hits.size:
-        return cands.ids[int(hits[0])], _near(cum[: int(hits[0]) + 1], r)
-    return cands.ids[0], _near(cum, r)  # no hit (or len 0): the first candidate
+        return cands.ids[int(hits[0])], _near(cum[: int(hits[0]) + 1], r, eps)
+    return cands.ids[0], _near(cum, r, eps)  # no hit (or len 0): the first candidate
 
 
-def topp_sample_u(cands: Candidates, top_p: float, u: float) -> tuple[int, bool]:
+def topp_sample_u(cands: Candidates, top_p: float, u: float, *, eps: float = EPS) -> tuple[int, bool]:
     """topp_sample() with u in (0, 1] given explicitly; ambiguous also when another
     possible candidate length would draw a different token."""
-    picks = [_topp_walk(cands, n, u * top_p) for n in cands.lengths]
+    picks = [_topp_walk(cands, n, u * top_p, eps) for n in cands.lengths]
     token = picks[0][0]
     return token, any(amb or tok != token for tok, amb in picks)
 
 
-def topp_sample(cands: Candidates, top_p: float, row_seed: int) -> tuple[int, bool]:
+def topp_sample(cands: Candidates, top_p: float, row_seed: int, *, eps: float = EPS) -> tuple[int, bool]:
     """r = uniform_open0(row_seed) * top_p; first of the first len candidates with r <= cumsum."""
-    return topp_sample_u(cands, top_p, uniform_open0(row_seed))
+    return topp_sample_u(cands, top_p, uniform_open0(row_seed), eps=eps)
 
 
 __all__ = [
     "Candidates",
+    "as_scores",
     "candidates",
     "greedy",
     "probabilities",

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphcheck.reference.sampling import candidates, greedy, sample, topp_sample
+from graphcheck.scenario import AMBIGUITY_EPS as EPS
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class RowVerdict:
     accept_ambiguous: bool = False
     token_ambiguous: bool = False
     unsure: tuple[int, ...] = ()
+    ranked: tuple[int, ...] = ()  # the row's first token ids in rank order (TOPP: its candidates)
 
     def unsure_about(self, draft: int) -> bool:
         return self.accept_ambiguous or draft in self.unsure
@@ -52,6 +54,7 @@ class VerifyInput:
     reasoning_status: int = 0
     accept_policy: str = "normal"
     override: int | None = None
+    verify_window: int = 0  # graphcheck.contract.Contract.verify_window
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
     if not _phase1_skipped(inp):
         while i < len(inp.drafts):
             draft = inp.drafts[i]
+            taken = 1
             if inp.override is not None:
                 ok = i < inp.override
             elif inp.accept_policy == "accept_all":
@@ -108,14 +112,29 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
                 verdict = row(i)
                 ambiguous |= verdict.unsure_about(draft)
                 ok = draft in verdict.accepts
+                if not ok and _window_holds(inp, row, i):
+                    ok, taken = True, inp.verify_window + 1
             if not ok:
                 break
-            if out.emit(draft):
-                return VerifyResult(tuple(out.tokens), out.step_idx, True, ambiguous)
-            i += 1
+            for token in inp.drafts[i : i + taken]:
+                if out.emit(token):
+                    return VerifyResult(tuple(out.tokens), out.step_idx, True, ambiguous)
+            i += taken
     verdict = row(i)
     out.emit(verdict.token)
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous or verdict.token_ambiguous)
+
+
+def _window_holds(inp: VerifyInput, row: Callable[[int], RowVerdict], i: int) -> bool:
+    """The TOPP verify window (a contract option): draft i is its row's second candidate and each
+    of the next ``verify_window`` drafts (all of them must exist) is its own row's first."""
+    w = inp.verify_window
+    if w <= 0 or i + w >= len(inp.drafts):
+        return False
+    ranked = row(i).ranked
+    if len(ranked) < 2 or inp.drafts[i] != ranked[1]:
+        return False
+    return all(row(i + j).ranked[:1] == (inp.drafts[i + j],) for j in range(1, w + 1))
 
 
 def naive_step(
@@ -135,18 +154,27 @@ def judge_row(
     top_k: int,
     row_seed: int,
     max_candidate_len: int,
+    *,
+    eps: float = EPS,
+    free_draw: bool = False,
 ) -> RowVerdict:
-    """The RowVerdict of one row of integer logits under a verify strategy."""
+    """The RowVerdict of one row of logits (integer: the exact model) or scores under a verify strategy.
+
+    ``eps``: the contract's float band; ``free_draw``: the contract leaves the TOPP
+    phase-2 draw unspecified, so the drawn token is ambiguous whenever the row
+    has more than one candidate to draw from.
+    """
     if strategy == "greedy":
         tok, amb = greedy(logits)
         return RowVerdict((tok,), tok, amb, amb)
     if strategy == "target_match":
-        tok, amb = sample(logits, temperature, top_p, top_k, row_seed)
+        tok, amb = sample(logits, temperature, top_p, top_k, row_seed, eps=eps)
         return RowVerdict((tok,), tok, amb, amb)
     if strategy == "topp":
-        cands = candidates(logits, temperature, top_p, max_candidate_len)
-        tok, amb = topp_sample(cands, top_p, row_seed)
-        return RowVerdict(cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure)
+        cands = candidates(logits, temperature, top_p, max_candidate_len, eps=eps)
+        tok, amb = topp_sample(cands, top_p, row_seed, eps=eps)
+        amb |= free_draw and max(cands.lengths) > 1
+        return RowVerdict(cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure, ranked=cands.ids)
     raise ValueError(f"unknown verify strategy {strategy!r}")
 
 

@@ -369,7 +369,7 @@ def test_every_emitted_token_is_justified_by_the_slow_model(strategy: str) -> No
 
 @pytest.mark.parametrize("naive", [False, True])
 def test_row_ambiguity_reaches_the_step_result(naive: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    import graphcheck.reference.decoder as decoder_module
+    import graphcheck.reference.rules as decoder_module
 
     real_judge, real_sample = decoder_module.judge_row, decoder_module.sample
 
