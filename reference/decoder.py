@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -127,11 +127,14 @@ class ScriptDecoder:
             verify_window=self.contract.verify_window,
         )
 
-    def _decide(self, req: _Request, t: int, override: int | None, rows: np.ndarray) -> VerifyResult:
-        """The step's verify (or NAIVE sample) of ``req`` on its target rows (logits or scores)."""
+    def _decide(
+        self, req: _Request, t: int, override: int | None, rows: np.ndarray, follow: Sequence[int] | None = None
+    ) -> VerifyResult:
+        """The step's verify (or NAIVE sample) of ``req`` on its target rows (logits or scores);
+        ``follow``: the engine's emitted tokens (``rules.decide``)."""
         inp = self._verify_input(req, t, override)
         scores = scored_rows(self.contract, rows, req.step_idx, inp.eos)
-        return decide(self.config, self.contract, req.spec, inp, req.infer_seed, scores)
+        return decide(self.config, self.contract, req.spec, inp, req.infer_seed, scores, follow)
 
     def _commit(self, req: _Request, res: VerifyResult) -> None:
         req.tokens.extend(res.tokens)

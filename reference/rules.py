@@ -10,6 +10,7 @@ skip rule.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -80,21 +81,27 @@ def decide(
     inp: VerifyInput,
     infer_seed: int,
     scores: Callable[[int], np.ndarray],
+    follow: Sequence[int] | None = None,
 ) -> VerifyResult:
     """One request's step: verify (speculative) or the NAIVE sample, on the scores of its rows.
 
     ``scores(i)`` is output row i's float64 scores, the eos ban already applied;
     ``inp`` carries the request's state and the step's policy switches
     (``inp.eos`` is the eos list the contract says the request stops on).
+    ``follow``: the tokens an engine emitted this step. Where the contract leaves
+    the TOPP draw free, the phase-2 token of row i is ``follow[i]`` when that is
+    one of the row's candidates (else the row's own draw, which then differs);
+    without ``follow`` such a draw is ambiguous.
     """
     eps = contract.sampling_eps
+    free = contract.topp_draw == "unspecified"
     if config.naive_mode:
         seed = row_seed(contract, infer_seed, 0)
         tok, amb = sample(scores(0), spec.temperature, spec.top_p, spec.top_k, seed, eps=eps)
         return naive_step(tok, inp.step_idx, inp.max_dec_len, inp.eos, amb)
 
     def row(i: int) -> RowVerdict:
-        return judge_row(
+        verdict = judge_row(
             config.verify_strategy,
             scores(i),
             spec.temperature,
@@ -103,10 +110,23 @@ def decide(
             row_seed(contract, infer_seed, i),
             config.max_candidate_len,
             eps=eps,
-            free_draw=contract.topp_draw == "unspecified",
+            free_draw=free and follow is None,
         )
+        if free and follow is not None and config.verify_strategy == "topp":
+            return _follow_draw(verdict, follow, i)
+        return verdict
 
     return verify(inp, row)
+
+
+def _follow_draw(verdict: RowVerdict, follow: Sequence[int], i: int) -> RowVerdict:
+    """The verdict with the engine's phase-2 token when the free draw allows it: one of the
+    row's accepted candidates, or its first candidate when none is accepted."""
+    if i >= len(follow):
+        return verdict
+    allowed = verdict.accepts or verdict.ranked[:1]
+    token = int(follow[i])
+    return replace(verdict, token=token) if token in allowed else verdict
 
 
 def scored_rows(contract: Contract, rows: np.ndarray, step_idx: int, eos: Sequence[int]) -> Callable[[int], np.ndarray]:
