@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
-from graphcheck.check.diff import DiffState, Divergence, diff_steps
+from graphcheck.check.diff import Divergence, diff_steps
+from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
+from graphcheck.check.oracles import make_oracle, resolve_oracle
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
@@ -107,25 +109,33 @@ class Lockstep:
         faults: Sequence[str] = (),
         engine_factory: EngineFactory | None = None,
         timings: LockstepTimings | None = None,
+        oracle: str = "auto",
     ):
-        """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings)."""
+        """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings).
+
+        ``oracle``: "exact", "model-agnostic" or "auto" (graphcheck.check.oracles); an
+        impossible choice raises OracleError before anything is built.
+        """
         from graphcheck.backends.engine import Engine
-        from graphcheck.reference import ReferenceDecoder, make_weights
+        from graphcheck.reference import make_weights
 
         factory = engine_factory or Engine
         self.scenario = scenario
         self.timings = timings
+        oracle_name = resolve_oracle(oracle, scenario.config)
         try:
             with self._phase("setup_harness"):
                 weights = make_weights(scenario.config)
-                self.reference = ReferenceDecoder(scenario.config, weights)
+                self.oracle = make_oracle(oracle_name, scenario, weights)
         except Exception as exc:
             if is_out_of_memory(exc):
                 raise _out_of_memory(scenario, "reference setup", exc) from exc
             raise
-        self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults))
+        self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults), oracle=oracle_name)
         self.eager = self.graph = None
-        self._states = {"reference vs eager": DiffState(), "reference vs graph": DiffState()}
+        self._tolerance = tolerance_for(scenario.config.model)
+        self._parting = Parting()
+        self._reports: dict[str, Any] = {}
         self._memory_baseline: int | None = None
         self._freed_seen: set[tuple[str, str]] = set()  # (graph, input) reported by _freed_inputs
         self._emulated = bool(getattr(backend, "emulated", False))
@@ -183,28 +193,48 @@ class Lockstep:
             if not self._emulated:
                 return False
         results: dict[str, StepResult] = {}
-        for source, decoder in (("reference", self.reference), ("eager", self.eager), ("graph", self.graph)):
+        overrides = self.scenario.accept_overrides_at(t)
+        for source, decoder in (("eager", self.eager), ("graph", self.graph)):
             try:
                 with self._phase(source):
                     apply_events(decoder, self.scenario, t)
-                    results[source] = decoder.step(t, self.scenario.accept_overrides_at(t))
+                    results[source] = decoder.step(t, overrides)
             except Exception as exc:
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
                     raise _out_of_memory(self.scenario, f"step {t} of the {source}", exc) from exc
                 self._fail("crash", t, source, exc)
                 return False
+        try:
+            with self._phase("reference"):
+                self._reports = self._model_reports()
+                for decoder in self.oracle.decoders():
+                    apply_events(decoder, self.scenario, t)
+                results["reference"] = self.oracle.step(t, overrides, results, self._reports)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise _out_of_memory(self.scenario, f"step {t} of the reference", exc) from exc
+            self._fail("crash", t, "reference", exc)
+            return False
         self.outcome.steps_run = t + 1
         with self._phase("record"):
-            records = {s: self._record(s, t, r) for s, r in results.items()}
+            records = {s: self._record(s, t, results[s]) for s in ("reference", "eager", "graph")}
         for source, record in records.items():
             self.outcome.records[source].append(record)
         with self._phase("diff"):
             found = self._diff(records)
         if self.snapshots:
             with self._phase("state"):
-                found += self._state(t, records["graph"])
+                found += self._state(t, records)
         self.outcome.divergences.extend(found)
         return not any(not d.ambiguous for d in found)
+
+    def _model_reports(self) -> dict[str, Any]:
+        """Each engine's model report of the step, when the oracle or the tolerance needs them."""
+        if not self.oracle.needs_reports and self._tolerance is None:
+            return {}
+        return {
+            source: dict(engine.model_report()) for source, engine in (("eager", self.eager), ("graph", self.graph))
+        }
 
     def _phase(self, name: str) -> AbstractContextManager[None]:
         """Time the ``with`` body into ``timings.<name>``; a shared no-op when not timing."""
@@ -237,18 +267,32 @@ class Lockstep:
     def _diff(self, records: dict[str, StepRecord]) -> list[Divergence]:
         ref, eager, graph = (records[s].result for s in ("reference", "eager", "graph"))
         slots = records["graph"].slot_of()
-        found = diff_steps(eager, graph, "eager vs graph", slots=slots)
-        for pair, actual in (("reference vs eager", eager), ("reference vs graph", graph)):
-            found += diff_steps(ref, actual, pair, state=self._states[pair], slots=slots)
+        if self._tolerance is None:
+            found = diff_steps(eager, graph, "eager vs graph", slots=slots)
+        else:
+            reports = (self._reports.get("eager", {}), self._reports.get("graph", {}))
+            found = diff_engines_numeric(eager, graph, reports, self._tolerance, self._parting, slots)
+        found += self.oracle.diff(ref, {"eager": eager, "graph": graph}, slots)
         g = records["graph"]
         found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)
         return found
 
-    def _state(self, t: int, graph_record: StepRecord) -> list[Divergence]:
-        """Eager vs graph on every buffer's meaningful rows, then each engine's free slots."""
+    def _state(self, t: int, records: dict[str, StepRecord]) -> list[Divergence]:
+        """Eager vs graph on every buffer's meaningful rows, then each engine's free slots.
+
+        With a float model, float buffers are compared within the tolerance; once
+        requests have parted at a near tie only per-slot buffers of the slots both
+        engines give the same unparted request are compared (cache blocks and packed
+        rows follow the scheduling, which may then differ).
+        """
         eager, graph = self.eager.state_snapshot(), self.graph.state_snapshot()
-        running = {slot: rid for rid, slot in graph_record.slots}
-        found = diff_states(eager, graph, t, "eager vs graph", running)
+        running = {slot: rid for rid, slot in records["graph"].slots}
+        if not self._parting.parted:
+            found = diff_states(eager, graph, t, "eager vs graph", running, tolerance=self._tolerance)
+        else:
+            same = set(records["eager"].slots) & set(records["graph"].slots)
+            kept = {slot for rid, slot in same if rid not in self._parting.parted}
+            found = diff_states(eager, graph, t, "eager vs graph", running, tolerance=self._tolerance, only_slots=kept)
         self._occupants.update(running)
         for name, state in (("eager engine", eager), ("graph engine", graph)):
             found += check_hygiene(state, t, name, self._occupants)
@@ -329,7 +373,8 @@ class Lockstep:
                 found.append(
                     Divergence("shape", rec.step, "padded_tokens", "policy vs graph engine", padded, rec.padded_tokens)
                 )
-        if rec.real_tokens != eager.real_tokens:
+        rescheduled = bool(self._parting.parted) and rec.slots != eager.slots  # after a near tie (numeric)
+        if rec.real_tokens != eager.real_tokens and not rescheduled:
             found.append(
                 Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens)
             )
@@ -483,7 +528,7 @@ def supports_snapshots(engine: Any) -> bool:
 
 
 def check_scenario(
-    scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), localise: bool = False
+    scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), localise: bool = False, oracle: str = "auto"
 ) -> CheckOutcome:
     """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device).
 
@@ -491,7 +536,7 @@ def check_scenario(
     ``outcome.localisation`` (``graphcheck.check.localise``); for a shrunk
     scenario, never inside a search loop.
     """
-    outcome = Lockstep(scenario, backend, faults=faults).run()
+    outcome = Lockstep(scenario, backend, faults=faults, oracle=oracle).run()
     if localise and not outcome.clean and outcome.device_error is None:
         from graphcheck.check.localise import localise_outcome
 

@@ -139,6 +139,8 @@ class CheckOutcome:
     localisation: Localisation | None = None
     #: Where a capture or step raised: (function, file, line) of the engine's innermost frame.
     raised_at: tuple[str, str, int] | None = None
+    #: The oracle the engines were compared with: "exact" or "model-agnostic" (graphcheck.check.oracles).
+    oracle: str = "exact"
 
     @property
     def failures(self) -> list[Divergence]:

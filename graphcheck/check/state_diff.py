@@ -10,6 +10,7 @@ Both yield ``state`` divergences, one per buffer, naming its first bad row.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -101,11 +102,21 @@ def _one(
 
 
 def diff_states(
-    expected: EngineState, actual: EngineState, step: int, pair: str, requests: Mapping[int, str]
+    expected: EngineState,
+    actual: EngineState,
+    step: int,
+    pair: str,
+    requests: Mapping[int, str],
+    *,
+    tolerance: Any = None,
+    only_slots: set[int] | None = None,
 ) -> list[Divergence]:
     """One divergence per buffer whose meaningful rows differ between the two snapshots.
 
     ``requests``: slot -> the request id running there (names the row's owner).
+    ``tolerance`` (``graphcheck.check.numeric.Tolerance``): float buffers may differ
+    within it. ``only_slots``: compare only the rows of per-slot buffers owned by
+    these slots (and nothing else).
     """
     if len(expected.buffers) == len(actual.buffers) and _fingerprint(expected) == _fingerprint(actual):
         return []  # the common case, in one comparison
@@ -115,6 +126,10 @@ def diff_states(
         other = theirs.get(mine.name)
         if other is None:
             continue
+        if only_slots is not None:
+            if mine.kind != SLOT or mine.name == "block_tables":
+                continue
+            mine, other = _owned_by(mine, only_slots), _owned_by(other, only_slots)
         if mine.values.shape != other.values.shape or not np.array_equal(mine.rows, other.rows):
             found.append(
                 Divergence(
@@ -133,11 +148,27 @@ def diff_states(
             continue  # a dtype difference is the engine's choice, never a state divergence
         if _same_bytes(mine.values, other.values):
             continue
-        bad = differing_rows(mine.values, other.values)
+        if tolerance is not None and np.issubdtype(mine.values.dtype, np.floating):
+            bad = _rows_beyond(mine.values, other.values, tolerance)
+        else:
+            bad = differing_rows(mine.values, other.values)
         if bad.size:
             i = int(bad[0])
             found.append(_one(step, mine, pair, i, mine.values[i], other.values[i], int(bad.size), requests, ""))
     return found
+
+
+def _owned_by(buf: BufferState, slots: set[int]) -> BufferState:
+    keep = np.isin(buf.owners, sorted(slots))
+    return replace(buf, rows=buf.rows[keep], values=buf.values[keep], owners=buf.owners[keep])
+
+
+def _rows_beyond(expected: np.ndarray, actual: np.ndarray, tolerance: Any) -> np.ndarray:
+    """Rows with an element beyond the tolerance (float buffers of a float model)."""
+    if expected.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    close = tolerance.close(expected, actual).reshape(expected.shape[0], -1)
+    return np.flatnonzero(~close.all(axis=1))
 
 
 def check_hygiene(state: EngineState, step: int, engine: str, previous: Mapping[int, str]) -> list[Divergence]:

@@ -1,0 +1,193 @@
+"""Eager vs graph for a float model: numeric tolerance, near ties, and requests that part.
+
+An engine running a float model computes its eager steps at the real batch and
+its replays at the padded bucket, so the two legitimately differ in low bits.
+Here that is allowed, and nothing else:
+
+* float buffers of the state snapshot and the model's scores are compared
+  with a tolerance derived from the model's dtype (``Tolerance``);
+* a token that differs eager vs graph is *ambiguous* (a near tie) only when
+  the two engines' scores at the row that decided it are within that
+  tolerance: each engine's decision is already checked exactly against its own
+  scores by the model-agnostic oracle, so the difference is explained by the
+  scores alone. A differing draft proposal is a near tie when either engine's
+  draft margin (best minus second-best draft score) is within the tolerance;
+* after a near tie the request's two sequences legitimately part: it is no
+  longer compared eager vs graph (each engine is still checked against its own
+  oracle), and neither are requests whose scheduling the parting changed;
+* seeds, step counters, stop flags on equal tokens, running sets before any
+  parting, and everything outside this module stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphcheck.check.diff import DiffState, Divergence, diff_steps
+from graphcheck.scenario import RequestStep, StepResult
+
+PAIR = "eager vs graph"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far two float results of one model may differ: ``rtol`` of the larger magnitude (at least 1)."""
+
+    dtype: str
+    rtol: float
+
+    def bound(self, *arrays: np.ndarray) -> float:
+        scale = max([1.0, *(float(np.max(np.abs(a))) for a in arrays if np.size(a))])
+        return self.rtol * scale
+
+    def close(self, expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+        """Elementwise: within ``bound`` of each other (NaN equals NaN)."""
+        e, a = np.asarray(expected, dtype=np.float64), np.asarray(actual, dtype=np.float64)
+        finite = np.isfinite(e) & np.isfinite(a)
+        bound = self.bound(e[finite], a[finite]) if finite.any() else 0.0
+        return np.isclose(e, a, rtol=0.0, atol=bound, equal_nan=True)
+
+
+#: Measured headroom over what eager vs graph differ by on CPU and on an H200 (docs/adapters.md).
+TOLERANCES = {"float32": Tolerance("float32", 1e-3), "bfloat16": Tolerance("bfloat16", 6e-2)}
+
+
+def tolerance_for(model: str) -> Tolerance | None:
+    """The tolerance of a float model; None for the exact model (compared bit for bit)."""
+    return TOLERANCES.get(model)
+
+
+@dataclass
+class Parting:
+    """Requests no longer compared eager vs graph, after a near tie (``tainted``, as DiffState)."""
+
+    state: DiffState = field(default_factory=DiffState)
+
+    @property
+    def parted(self) -> set[str]:
+        return self.state.tainted
+
+
+def _rows(report: Any) -> np.ndarray | None:
+    if report is None:
+        return None
+    try:
+        rows = np.asarray(report.scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return rows if rows.ndim == 2 else None
+
+
+def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _near_tie(eager: RequestStep, graph: RequestStep, reports: tuple[Any, Any], tol: Tolerance) -> str | None:
+    """Why the request's token difference is a near tie, or None when it is not one."""
+    if eager.infer_seed != graph.infer_seed:
+        return None
+    e_rows, g_rows = (_rows(r) for r in reports)
+    if eager.accept_tokens != graph.accept_tokens:
+        row = _first_difference(eager.accept_tokens, graph.accept_tokens)
+        if e_rows is None or g_rows is None or row >= min(len(e_rows), len(g_rows)):
+            return None
+        e, g = e_rows[row], g_rows[row]
+        if e.shape != g.shape or not tol.close(e, g).all():
+            return None
+        delta = float(np.max(np.abs(e - g))) if e.size else 0.0
+        return (
+            f"near tie at output row {row}: scores within {tol.bound(e, g):.3g} ({tol.dtype}; max |diff| {delta:.3g})"
+        )
+    if eager.draft_tokens != graph.draft_tokens:
+        s = _first_difference(eager.draft_tokens, graph.draft_tokens)
+        margins = [m for r in reports if r is not None and s < len(r.draft_margins) for m in [r.draft_margins[s]]]
+        bound = tol.bound(*(x for x in (e_rows, g_rows) if x is not None))
+        if margins and min(margins) <= 2 * bound:
+            return f"near tie in draft {s}: draft margin {min(margins):.3g} within {2 * bound:.3g} ({tol.dtype})"
+    return None
+
+
+def _scores_differ(
+    step: int, rid: str, slot: int | None, reports: tuple[Any, Any], tol: Tolerance
+) -> Divergence | None:
+    e_rows, g_rows = (_rows(r) for r in reports)
+    if e_rows is None or g_rows is None:
+        return None
+    if e_rows.shape != g_rows.shape:
+        return Divergence("shape", step, "model scores", PAIR, e_rows.shape, g_rows.shape, rid, slot)
+    close = tol.close(e_rows, g_rows)
+    if close.all():
+        return None
+    row, col = (int(i) for i in np.argwhere(~close)[0])
+    return Divergence(
+        "value",
+        step,
+        "model scores",
+        PAIR,
+        float(e_rows[row, col]),
+        float(g_rows[row, col]),
+        rid,
+        slot,
+        detail=f"output row {row}, token {col}: beyond the {tol.dtype} tolerance {tol.bound(e_rows, g_rows):.3g}",
+    )
+
+
+def diff_engines_numeric(
+    eager: StepResult,
+    graph: StepResult,
+    reports: tuple[Mapping[str, Any], Mapping[str, Any]],
+    tol: Tolerance,
+    parting: Parting,
+    slots: Mapping[str, int],
+) -> list[Divergence]:
+    """Eager vs graph of one step of a float model (see the module docstring)."""
+    step = eager.step
+    e_by, g_by = eager.by_id(), graph.by_id()
+    found: list[Divergence] = []
+    ran_e, ran_g = set(e_by) - parting.parted, set(g_by) - parting.parted
+    if ran_e != ran_g:
+        if not parting.parted:
+            return [Divergence("value", step, "running_requests", PAIR, sorted(ran_e), sorted(ran_g))]
+        changed = sorted(ran_e ^ ran_g)  # scheduling after an earlier parting: legitimately different
+        parting.parted.update(changed)
+        found.append(
+            Divergence(
+                "value",
+                step,
+                "running_requests",
+                PAIR,
+                sorted(ran_e),
+                sorted(ran_g),
+                detail="scheduling differs after requests parted at a near tie",
+                ambiguous=True,
+            )
+        )
+    for rid in sorted(ran_e & ran_g - parting.parted):
+        pair_reports = (reports[0].get(rid), reports[1].get(rid))
+        diffs = diff_steps(StepResult(step, (e_by[rid],)), StepResult(step, (g_by[rid],)), PAIR, slots=slots)
+        if not diffs:
+            scores = _scores_differ(step, rid, slots.get(rid), pair_reports, tol)
+            found += [scores] if scores is not None else []
+            continue
+        why = _near_tie(e_by[rid], g_by[rid], pair_reports, tol)
+        if why is None:
+            found += diffs
+            continue
+        parting.parted.add(rid)
+        found += [_ambiguous(d, why) for d in diffs]
+    return found
+
+
+def _ambiguous(d: Divergence, why: str) -> Divergence:
+    from dataclasses import replace
+
+    return replace(d, ambiguous=True, detail=f"{why}; the request is compared with its oracle only from here")
+
+
+__all__ = ["PAIR", "Parting", "TOLERANCES", "Tolerance", "diff_engines_numeric", "tolerance_for"]

@@ -1,0 +1,139 @@
+"""The oracle side of a lockstep run: what each engine's step is compared with.
+
+Two oracles, chosen per run (``ORACLES``):
+
+* ``exact``: the NumPy reference computes the integer model and every rule
+  after it; one reference, compared with both engines (pairs
+  "reference vs eager" / "reference vs graph"). After an ambiguous mismatch a
+  request is no longer compared with it.
+* ``model-agnostic``: for an engine that runs its own model. One
+  ``ModelAgnosticOracle`` per engine takes that engine's model report and
+  recomputes everything downstream (pairs "oracle vs eager" / "oracle vs
+  graph"); after an ambiguous mismatch it adopts the engine's outcome and
+  keeps checking.
+
+``auto`` picks exact for the exact model and model-agnostic otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from graphcheck.check.diff import DiffState, Divergence, diff_steps
+from graphcheck.scenario import EngineConfig, Scenario, StepResult
+
+ORACLES = ("exact", "model-agnostic")
+ORACLE_CHOICES = ("auto", *ORACLES)
+
+
+class OracleError(ValueError):
+    """An oracle that cannot check this run (e.g. the exact oracle on a float model)."""
+
+
+def resolve_oracle(name: str, config: EngineConfig) -> str:
+    """The oracle a run uses: ``auto`` resolved from the model; OracleError for a combination that cannot work."""
+    if name not in ORACLE_CHOICES:
+        raise OracleError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLE_CHOICES)}")
+    if name == "auto":
+        return "exact" if config.model == "exact" else "model-agnostic"
+    if name == "exact" and config.model != "exact":
+        raise OracleError(
+            f"the exact oracle computes only the integer model; model {config.model!r} needs --oracle model-agnostic"
+        )
+    return name
+
+
+class ExactOracle:
+    """The NumPy reference, stepped with the script and compared with both engines."""
+
+    name = "exact"
+
+    def __init__(self, scenario: Scenario, weights: Any):
+        from graphcheck.reference import ReferenceDecoder
+
+        self.decoder = ReferenceDecoder(scenario.config, weights)
+        self._states = {"reference vs eager": DiffState(), "reference vs graph": DiffState()}
+        self.needs_reports = False
+
+    def decoders(self) -> list[Any]:
+        return [self.decoder]
+
+    def step(
+        self, t: int, overrides: Mapping[str, int], results: Mapping[str, StepResult], reports: Mapping[str, Any]
+    ) -> StepResult:
+        return self.decoder.step(t, overrides)
+
+    def diff(self, expected: StepResult, results: Mapping[str, StepResult], slots: dict[str, int]) -> list[Divergence]:
+        found: list[Divergence] = []
+        for source in ("eager", "graph"):
+            pair = f"reference vs {source}"
+            found += diff_steps(expected, results[source], pair, state=self._states[pair], slots=slots)
+        return found
+
+
+class AgnosticOracles:
+    """One model-agnostic oracle per engine, fed that engine's model report."""
+
+    name = "model-agnostic"
+
+    def __init__(self, scenario: Scenario):
+        from graphcheck.reference.oracle import ModelAgnosticOracle
+
+        self.oracles = {s: ModelAgnosticOracle(scenario.config) for s in ("eager", "graph")}
+        self.needs_reports = True
+        self._verdicts: dict[str, Any] = {}
+
+    def decoders(self) -> list[Any]:
+        return list(self.oracles.values())
+
+    def step(
+        self, t: int, overrides: Mapping[str, int], results: Mapping[str, StepResult], reports: Mapping[str, Any]
+    ) -> StepResult:
+        """Each oracle's verdict on its engine; returns the graph oracle's expected result (the record)."""
+        for source, oracle in self.oracles.items():
+            self._verdicts[source] = oracle.step(t, overrides, reports[source], results[source])
+        return self._verdicts["graph"].result
+
+    def diff(self, expected: StepResult, results: Mapping[str, StepResult], slots: dict[str, int]) -> list[Divergence]:
+        found: list[Divergence] = []
+        for source, oracle in self.oracles.items():
+            verdict, actual, pair = self._verdicts[source], results[source], f"oracle vs {source}"
+            step = actual.step
+            ran = tuple(sorted(actual.by_id()))
+            if ran != verdict.running:
+                found.append(Divergence("value", step, "running_requests", pair, list(verdict.running), list(ran)))
+            for b in verdict.breaks:
+                found.append(
+                    Divergence(
+                        b.kind,
+                        step,
+                        b.tensor,
+                        pair,
+                        b.expected,
+                        b.actual,
+                        b.request_id,
+                        slots.get(b.request_id),
+                        b.detail,
+                    )
+                )
+            diffs = diff_steps(verdict.result, actual, pair, state=DiffState(), slots=slots)
+            found += [d for d in diffs if d.tensor != "running_requests"]  # the oracle's own running set is above
+            seen = actual.by_id()
+            for rid in {d.request_id for d in diffs if d.ambiguous and d.request_id in seen}:
+                oracle.adopt(seen[rid])
+        return found
+
+
+def make_oracle(name: str, scenario: Scenario, weights: Any) -> ExactOracle | AgnosticOracles:
+    return ExactOracle(scenario, weights) if name == "exact" else AgnosticOracles(scenario)
+
+
+__all__ = [
+    "ORACLES",
+    "ORACLE_CHOICES",
+    "AgnosticOracles",
+    "ExactOracle",
+    "OracleError",
+    "make_oracle",
+    "resolve_oracle",
+]
