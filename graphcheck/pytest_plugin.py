@@ -28,6 +28,9 @@ Fixtures (nothing runs until a test asks for one):
   built-in engine by default. Override it in a conftest.py or a test module
   (scope ``"module"`` or ``"session"``) to check your own engine
   (docs/adapters.md).
+* ``graphcheck_setup`` (session): the model, contract and oracle every scenario is
+  checked with (``--graphcheck-model``, ``--graphcheck-contract``,
+  ``--graphcheck-oracle``), a ``graphcheck.check.setup.CheckSetup``.
 * ``graphcheck_lockstep`` (module): a ``graphcheck.check.runner.LockstepRunner``;
   ``graphcheck_lockstep(scenario, faults=[...])`` returns the CheckOutcome,
   ``graphcheck_lockstep.build(scenario)`` the Lockstep to step yourself.
@@ -74,6 +77,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default $GRAPHCHECK_EMULATE)",
+    )
+    group.addoption(
+        "--graphcheck-model",
+        choices=("exact", "float32", "bfloat16", "float"),
+        default=None,
+        help="the model every scenario runs with (default: each scenario's own; float = float32)",
+    )
+    group.addoption(
+        "--graphcheck-contract",
+        default=None,
+        metavar="NAME",
+        help="the decoding contract the engine follows: default, fastdeploy or fastdeploy-xpu "
+        "(default: each scenario's own)",
+    )
+    group.addoption(
+        "--graphcheck-oracle",
+        choices=("auto", "exact", "model-agnostic"),
+        default=None,
+        help="exact, model-agnostic, or auto (default: exact for the exact model)",
     )
     group.addoption(
         "--graphcheck-profile",
@@ -184,12 +206,28 @@ def graphcheck_engine_factory() -> EngineFactory:
     return Engine
 
 
+@pytest.fixture(scope="session")
+def graphcheck_setup(pytestconfig: pytest.Config) -> Any:
+    """The model, contract and oracle of the run (``--graphcheck-model``, ``-contract``, ``-oracle``):
+    a ``graphcheck.check.setup.CheckSetup``. Override it to fix them for your engine."""
+    from graphcheck.check.setup import CheckSetup
+    from graphcheck.errors import InputError
+
+    options = ("graphcheck_model", "graphcheck_contract", "graphcheck_oracle")
+    try:
+        return CheckSetup.parse(*(pytestconfig.getoption(o) for o in options))
+    except InputError as exc:
+        pytest.fail(f"graphcheck: {exc}", pytrace=False)
+
+
 @pytest.fixture(scope="module")
-def graphcheck_lockstep(graphcheck_backend: Device, graphcheck_engine_factory: EngineFactory) -> LockstepRunner:
+def graphcheck_lockstep(
+    graphcheck_backend: Device, graphcheck_engine_factory: EngineFactory, graphcheck_setup: Any
+) -> LockstepRunner:
     """``graphcheck_lockstep(scenario, faults=())`` -> CheckOutcome; ``.build(scenario)`` -> Lockstep."""
     from graphcheck.check.runner import LockstepRunner
 
-    return LockstepRunner(graphcheck_backend, graphcheck_engine_factory)
+    return LockstepRunner(graphcheck_backend, graphcheck_engine_factory, graphcheck_setup)
 
 
 @pytest.fixture(scope="module")

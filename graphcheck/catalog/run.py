@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from graphcheck.catalog.baseline import BaselineResult, run_baseline
+from graphcheck.check.setup import CheckSetup
 from graphcheck.search.suite_registry import load_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
@@ -52,6 +53,7 @@ class CatalogSettings:
     seed: int = 0
     slice_examples: int = SLICE_EXAMPLES
     clean_slice_examples: int = CLEAN_SLICE_EXAMPLES
+    setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle of graphcheck's search (not the baseline)
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ def _search(
     from graphcheck.search.timed_search import timed_search
 
     def check(scenario: Scenario) -> CheckOutcome:
-        return check_scenario(scenario, backend, faults=faults)
+        return check_scenario(cfg.setup.apply(scenario), backend, faults=faults, oracle=cfg.setup.oracle)
 
     pending = fault_pending_path(work_dir, label)
     result = timed_search(
@@ -251,6 +253,7 @@ def _search(
         from graphcheck.check.localise import localise_outcome
 
         result.shrunk.outcome.localisation = localise_outcome(result.shrunk.outcome, backend, faults=faults)
+        # localise_outcome re-runs outcome.scenario, which already carries the setup's model and contract
     return result
 
 

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
-from graphcheck.check.oracles import make_oracle, resolve_oracle
+from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
@@ -158,6 +158,13 @@ class Lockstep:
             if self.eager is not None:  # buffers too small for the buckets explain a failed capture
                 self._check_capacity(self.eager)
             return
+        if self.oracle.needs_reports or self._tolerance is not None:
+            for engine in (self.eager, self.graph):
+                if not callable(getattr(engine, "model_report", None)):
+                    raise OracleError(
+                        f"{type(engine).__name__} has no model_report(): the model-agnostic oracle and the float "
+                        "tolerance need each step's model scores (docs/adapters.md, 'Engines that run their own model')"
+                    )
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
         self.snapshots = supports_snapshots(self.eager) and supports_snapshots(self.graph)
         self._occupants: dict[int, str] = {}  # slot -> the last request that ran there

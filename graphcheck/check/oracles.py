@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
+from graphcheck.errors import InputError
 from graphcheck.scenario import EngineConfig, Scenario, StepResult
 
 ORACLES = ("exact", "model-agnostic")
 ORACLE_CHOICES = ("auto", *ORACLES)
 
 
-class OracleError(ValueError):
+class OracleError(InputError, ValueError):
     """An oracle that cannot check this run (e.g. the exact oracle on a float model)."""
 
 

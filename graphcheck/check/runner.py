@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from graphcheck.adapter import EngineFactory
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.records import CheckOutcome, replay_command_line
+from graphcheck.check.setup import CheckSetup
 from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import Scenario
 
@@ -57,6 +58,7 @@ class LockstepRunner:
 
     backend: Device
     engine_factory: EngineFactory | None = None
+    setup: CheckSetup = CheckSetup()  # the model, contract and oracle of every scenario
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         factory = self.engine_factory
@@ -65,7 +67,10 @@ class LockstepRunner:
 
     def build(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> Lockstep:
         """The Lockstep of ``scenario``, engines built and graphs captured, no step run yet."""
-        return Lockstep(scenario, self.backend, faults=faults, engine_factory=self.engine_factory)
+        scenario = self.setup.apply(scenario)
+        return Lockstep(
+            scenario, self.backend, faults=faults, engine_factory=self.engine_factory, oracle=self.setup.oracle
+        )
 
     def __call__(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:
         """Run ``scenario`` to its end or its first failing divergence."""

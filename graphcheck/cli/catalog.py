@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from graphcheck.cli import exitcodes
-from graphcheck.cli.common import check_faults, make_dir, resolve_backend
+from graphcheck.cli.common import check_faults, check_setup, make_dir, resolve_backend
 from graphcheck.cli.console import make_console
 from graphcheck.errors import InputError
 
@@ -33,10 +33,12 @@ def catalog_command(args: argparse.Namespace) -> int:
     info = CatalogInfo(
         " ".join(args.argv), datetime.now(timezone.utc).isoformat(timespec="seconds"), bool(args.emulate)
     )
-    settings = CatalogSettings(budget_s=args.budget, shrink_s=args.shrink_budget, seed=args.seed)
+    setup = check_setup(args)
+    settings = CatalogSettings(budget_s=args.budget, shrink_s=args.shrink_budget, seed=args.seed, setup=setup)
     console.print(
         f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
         f"budget {args.budget:g}s + {args.shrink_budget:g}s shrink per fault, seed {args.seed}"
+        + (f", {setup.label()}" if setup.label() else "")
     )
     on_done = None if args.quiet else (lambda name, result: console.print(progress_line(name, result)))
     result = run_catalog(names, backend, settings, out_dir, on_done=on_done)

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from graphcheck import github
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.setup import CheckSetup
 from graphcheck.errors import BackendUnavailableError, InputError
 from graphcheck.search.database import ENV_VAR as DATABASE_ENV
 from graphcheck.search.database import DatabaseSpec
@@ -111,6 +112,7 @@ class RunPlan:
     jobs: int = 1  # parallel workers (-j); each fuzzes every suite with its own seed
     xdist_args: list[str] = dataclasses.field(default_factory=list)  # --xdist-args, split
     emulate: bool = False  # --emulate as given (cpu is emulated without it)
+    setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle
 
 
 def open_database(option: str | None) -> tuple[DatabaseSpec, Any]:
@@ -220,3 +222,10 @@ __all__ = [
     "suite_runs",
     "write_reports",
 ]
+
+
+def check_setup(args: Any) -> CheckSetup:
+    """--model, --contract and --oracle as one CheckSetup; a bad value or combination is an InputError."""
+    return CheckSetup.parse(
+        getattr(args, "model", None), getattr(args, "contract", None), getattr(args, "oracle", None)
+    )

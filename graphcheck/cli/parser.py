@@ -54,6 +54,34 @@ def backend_options() -> argparse.ArgumentParser:
     return parent
 
 
+def setup_options() -> argparse.ArgumentParser:
+    """The parent parser of --model, --contract and --oracle (run, replay, catalog)."""
+    from graphcheck.check.oracles import ORACLE_CHOICES
+    from graphcheck.contract import CONTRACT_NAMES
+    from graphcheck.scenario import MODELS
+
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--model",
+        choices=(*MODELS, "float"),
+        help="the built-in engine's model for every scenario: exact (the integer model), float32 or bfloat16 "
+        "(float = float32); default: each scenario's own (exact)",
+    )
+    parent.add_argument(
+        "--contract",
+        choices=CONTRACT_NAMES,
+        help="the decoding contract the engine follows (docs/adapters.md); default: each scenario's own (default)",
+    )
+    parent.add_argument(
+        "--oracle",
+        choices=ORACLE_CHOICES,
+        default=None,
+        help="exact: the reference computes the model too; model-agnostic: it recomputes everything after the "
+        "engine's own model; auto (default): exact for the exact model, model-agnostic otherwise",
+    )
+    return parent
+
+
 def _report_options(parser: argparse.ArgumentParser, *, recorded: bool = False) -> None:
     """The options run and replay share; ``recorded``: replay's, whose defaults come from a report folder."""
     parser.add_argument(
@@ -93,25 +121,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="graphcheck", description="Find graph-capture bugs in MTP speculative decoding engines.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     backend = backend_options()
-    _run_parser(sub, backend)
+    setup = setup_options()
+    _run_parser(sub, backend, setup)
     replay = sub.add_parser(
         "replay",
         help="re-run one scenario file, or a report folder with its recorded settings, in lockstep",
         description=REPLAY_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=[backend],
+        parents=[backend, setup],
     )
     replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
     _report_options(replay, recorded=True)
     sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
     sub.add_parser("faults", help="list the injectable engine faults")
-    _catalog_parser(sub, backend)
+    _catalog_parser(sub, backend, setup)
     _bench_parser(sub, backend)
     return parser
 
 
-def _run_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
-    run = sub.add_parser("run", help="check built-in scenarios, then fuzz the suites in lockstep", parents=[backend])
+def _run_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.ArgumentParser) -> None:
+    run = sub.add_parser(
+        "run", help="check built-in scenarios, then fuzz the suites in lockstep", parents=[backend, setup]
+    )
     run.unset_defaults = BACKEND_DEFAULTS
     _report_options(run)
     run.add_argument("--suite", action="append", metavar="NAME", help="fuzz only this suite; repeatable (default: all)")
@@ -146,12 +177,12 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     )
 
 
-def _catalog_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
+def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.ArgumentParser) -> None:
     from graphcheck.catalog.run import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
 
     catalog = sub.add_parser(
         "catalog",
-        parents=[backend],
+        parents=[backend, setup],
         help="detection benchmark: fuzz each fault until caught, beside a peer-style baseline",
     )
     catalog.unset_defaults = BACKEND_DEFAULTS

@@ -13,6 +13,7 @@ from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
     check_faults,
+    check_setup,
     check_writable_file,
     claim_run_dir,
     publish_github,
@@ -29,13 +30,15 @@ from graphcheck.search.fuzz import write_pending
 def replay_command(args: argparse.Namespace) -> int:
     target = replay_target(args)
     engine_memory_limit()
-    scenario = load_scenario(str(target.scenario_path))
+    setup = check_setup(args)
+    scenario = setup.apply(load_scenario(str(target.scenario_path)))
+    setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults))
     backend = resolve_backend(target.backend, target.emulate)
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
     run_id, out_dir = claim_run_dir(Path(args.report_dir))
-    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate)
+    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate, setup=setup)
     console = make_console()
     publish = github.enabled(getattr(args, "github", None))
     with github.commands_stopped(publish):
@@ -49,7 +52,7 @@ def replay_command(args: argparse.Namespace) -> int:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
-        outcome = check_scenario(scenario, backend, faults=faults, localise=True)
+        outcome = check_scenario(scenario, backend, faults=faults, localise=True, oracle=setup.oracle)
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         console.print(outcome_line(outcome))

@@ -20,6 +20,7 @@ from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
     check_faults,
+    check_setup,
     check_writable_file,
     claim_run_dir,
     open_database,
@@ -56,6 +57,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if not 1 <= examples <= 100_000:
         raise InputError(f"--examples must be in [1, 100000], got {examples}")
     faults = check_faults(args.inject)
+    setup = check_setup(args)
     jobs = getattr(args, "jobs", 1)
     from graphcheck.parallel.run import check_options
 
@@ -78,6 +80,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         jobs,
         xdist_args,
         bool(args.emulate),
+        setup,
     )
 
 
@@ -208,8 +211,11 @@ def _run_in_process(
             # Then the built-in demo scenarios: a fixed smoke check of every verify mode.
             if args.keep_going or not outcomes:
                 for scenario in builtin_scenarios(args.steps):
+                    scenario = plan.setup.apply(scenario)
                     write_pending(pending, scenario)
-                    outcome = check_scenario(scenario, plan.backend, faults=plan.faults, localise=True)
+                    outcome = check_scenario(
+                        scenario, plan.backend, faults=plan.faults, localise=True, oracle=plan.setup.oracle
+                    )
                     progress.example(scenario.name, outcome)
                     outcomes.append(outcome)
         except SearchInterrupted as stop:
@@ -237,7 +243,7 @@ def _fuzz_one(
     progress.start_suite(suite.name, plan.examples)
     result = fuzz_suite(
         suite.name,
-        suite.strategy(),
+        suite.strategy().map(plan.setup.apply),
         plan.backend,
         examples=plan.examples,
         seed=plan.seed,
@@ -245,7 +251,8 @@ def _fuzz_one(
         pending_path=pending,
         on_progress=progress.search,
         database=plan.example_db,
-        database_key=database_key(suite.name, plan.backend, plan.faults),
+        database_key=database_key(suite.name, plan.backend, plan.faults, plan.setup),
+        oracle=plan.setup.oracle,
     )
     fuzzed.append(result)
     progress.end_suite(result)

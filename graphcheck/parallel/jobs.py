@@ -23,6 +23,7 @@ from typing import Any
 
 from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.setup import CheckSetup
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
@@ -55,6 +56,7 @@ class RunSpec:
     database: DatabaseSpec
     results_dir: str  # on the parent's machine; a remote worker's pending files go to its temp dir
     jobs: tuple[Job, ...]
+    setup: dict[str, Any] = dataclasses.field(default_factory=dict)  # CheckSetup.to_dict()
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -171,16 +173,18 @@ def _open_database(spec: DatabaseSpec) -> Any:
 
 def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
     suite = load_suites()[job.suite]
+    setup = CheckSetup.from_dict(spec.setup)
     fuzzed = fuzz_suite(
         suite.name,
-        suite.strategy(),
+        suite.strategy().map(setup.apply),
         backend,
         examples=spec.examples,
         seed=job.seed,
         faults=spec.faults,
         pending_path=pending,
         database=_open_database(spec.database),
-        database_key=database_key(suite.name, backend, spec.faults),
+        database_key=database_key(suite.name, backend, spec.faults, setup),
+        oracle=setup.oracle,
     )
     outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []
     return JobResult(job, fuzzed.examples, fuzzed.steps, fuzzed.elapsed_s, fuzzed.first_failure_at, outcomes)
@@ -188,7 +192,9 @@ def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult
 
 def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
     outcomes = []
+    setup = CheckSetup.from_dict(spec.setup)
     for scenario in builtin_scenarios(spec.steps):
+        scenario = setup.apply(scenario)
         write_pending(pending, scenario)
-        outcomes.append(check_scenario(scenario, backend, faults=spec.faults, localise=True))
+        outcomes.append(check_scenario(scenario, backend, faults=spec.faults, localise=True, oracle=setup.oracle))
     return JobResult(job, len(outcomes), sum(o.steps_run for o in outcomes), outcomes=outcomes)

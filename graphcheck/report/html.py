@@ -129,6 +129,7 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
         name=scenario.name or f"scenario {index}",
         backend=outcome.backend,
         runner=outcome.runner,
+        oracle=outcome.oracle,
         faults=outcome.faults,
         clean=outcome.clean,
         steps_run=outcome.steps_run,

@@ -75,6 +75,7 @@ class OutcomeView:
     name: str
     backend: str
     runner: str
+    oracle: str
     faults: tuple[str, ...]
     clean: bool
     steps_run: int

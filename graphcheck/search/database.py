@@ -99,7 +99,7 @@ def _open_redis(url: str) -> ExampleDatabase:
     return RedisExampleDatabase(client)
 
 
-def database_key(suite: str, backend: Any, faults: Sequence[str]) -> bytes:
+def database_key(suite: str, backend: Any, faults: Sequence[str], setup: Any = None) -> bytes:
     """The key failing examples of ``suite`` on ``backend`` with ``faults`` are saved under.
 
     Readable on purpose (a Redis ``KEYS`` listing names the search), and
@@ -115,6 +115,9 @@ def database_key(suite: str, backend: Any, faults: Sequence[str]) -> bytes:
         f"backend={backend.name}{emulate}",
         "faults=" + (",".join(sorted(faults)) or "none"),
     )
+    label = setup.label() if setup is not None else ""
+    if label:  # a non-default --model / --contract / --oracle: its own examples
+        parts += tuple(label.split())
     return ":".join(parts).encode()
 
 

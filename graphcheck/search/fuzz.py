@@ -215,6 +215,7 @@ def fuzz_suite(
     on_progress: ProgressHook | None = None,
     database: ExampleDatabase | None = None,
     database_key: bytes | None = None,
+    oracle: str = "auto",
 ) -> FuzzResult:
     """Search ``strategy`` for a diverging scenario; shrink it if found.
 
@@ -222,7 +223,7 @@ def fuzz_suite(
     first and failing ones are saved there (a key is required then). A Ctrl-C
     raises :class:`SearchInterrupted` with what was found so far.
     """
-    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress)
+    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress, oracle)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -239,7 +240,7 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        return search.result(check_scenario(shrunk, backend, faults=faults, localise=True))
+        return search.result(check_scenario(shrunk, backend, faults=faults, localise=True, oracle=oracle))
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
         return search.result(lost.outcome)
     except _OutOfMemory as stop:
@@ -260,7 +261,9 @@ class _Search:
         budget: int,
         on_example: ExampleHook | None,
         on_progress: ProgressHook | None,
+        oracle: str = "auto",
     ) -> None:
+        self.oracle = oracle
         self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
@@ -271,7 +274,7 @@ class _Search:
     def diverges(self, scenario: Scenario) -> bool:
         write_pending(self.pending_path, scenario)
         try:
-            outcome = check_scenario(scenario, self.backend, faults=self.faults)
+            outcome = check_scenario(scenario, self.backend, faults=self.faults, oracle=self.oracle)
         except EngineOutOfMemory as error:  # not a finding: Hypothesis must not shrink it
             raise _OutOfMemory(error) from None
         self.examples += 1
