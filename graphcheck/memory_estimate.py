@@ -84,7 +84,7 @@ def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) ->
     Derived from what ``backends/engine`` allocates: the weights (int64, plus
     float64 copies of the matmul ones), the persistent buffers (per-slot state,
     packed scratch of ``max(slots * (k+1), max_num_seqs * max_model_len)``
-    tokens, four paged KV caches), per capture size what the graphs keep (the
+    tokens, four paged KV caches, the model report's scores and margins), per capture size what the graphs keep (the
     logits and hidden rows of their padded tokens), and the working set. With
     ``requests`` it adds what the script needs: an eager prefill of the
     longest prompts that can run together, and the reference's caches.
@@ -104,12 +104,15 @@ def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) ->
         + 8 * tokens * (_TOKEN_FIELDS + H)
         + 8 * _OFFSET_FIELDS * (slots + 1)
         + 4 * 8 * cache_rows * H
+        + 8 * slots * (K1 * V + max(1, c.num_model_steps))  # model report: step_scores, draft_margins
     )
     draft_steps = 0 if c.naive_mode else c.num_model_steps
     vocab_rows = 2 if c.verify_strategy in ("greedy", "topp") and not c.naive_mode and c.graph_scope != "forward" else 1
+    if c.graph_scope != "forward":  # the float64 scores that enter sampling (model_scores)
+        vocab_rows += 1
     draft_graphs = draft_steps if c.graph_scope == "step" else min(draft_steps, 1)
     sizes = sorted(set(c.capture_sizes))
-    graphs = sum(8 * (g * K1 * (vocab_rows * V + H + 6) + g * draft_graphs * (H + 1) + 16) for g in sizes)
+    graphs = sum(8 * (g * K1 * (vocab_rows * V + H + 6) + g * draft_graphs * (H + 2) + 16) for g in sizes)
     largest = max(sizes, default=0)
     work = [
         # an eager decode step over every slot (R above every capture size)

@@ -9,7 +9,9 @@ Sizes (``B = config.max_padded_reqs = max(max_num_seqs, largest capture) + 1``):
   ``B * (k+1)`` (every graph's padded token capacity) and room for an eager step
   that prefills ``max_num_seqs`` whole prompts;
 * paged KV caches for the target and the draft model, ``[num_blocks * block_size, H]``,
-  sharing the block tables; block 0 is the sink.
+  sharing the block tables; block 0 is the sink;
+* model-report scratch (``REPORT_FIELDS``): the scores of the last step's output
+  rows and each slot's draft margins, read only by ``Engine.model_report``.
 
 Every buffer a graph reads is updated in place; nothing here is ever rebound.
 """
@@ -35,6 +37,8 @@ class BufferSizes:
     num_blocks: int
     block_size: int
     hidden: int
+    vocab: int
+    draft_steps: int  # columns of draft_margins: num_model_steps (at least 1)
 
     @classmethod
     def for_config(cls, config: EngineConfig, *, slots_by_max_num_seqs: bool = False) -> BufferSizes:
@@ -51,7 +55,14 @@ class BufferSizes:
             num_blocks=num_blocks_for(config.max_num_seqs, config.max_model_len, config.block_size),
             block_size=config.block_size,
             hidden=config.hidden_size,
+            vocab=config.vocab_size,
+            draft_steps=max(1, config.num_model_steps),
         )
+
+    @property
+    def score_rows(self) -> int:
+        """Rows of ``step_scores``: every output row a step can have (``slots * (k+1)``)."""
+        return self.slots * self.tokens_per_req
 
 
 @dataclass
@@ -103,6 +114,9 @@ class EngineBuffers:
     v_cache: Any
     draft_k_cache: Any
     draft_v_cache: Any
+    # ---- model report (scratch, see REPORT_FIELDS) --------------------------
+    step_scores: Any  # [B*(k+1), V] float64 scores of the step's output rows, as they enter sampling
+    draft_margins: Any  # [B, S] float64 best minus second-best draft score of each substep's proposal
 
     def named_tensors(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -127,9 +141,13 @@ SCRATCH_FIELDS = (
 )
 #: KV caches: every block but the sink (block 0) is request state.
 CACHE_FIELDS = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
+#: What the last step's model produced, for ``Engine.model_report``: written every step (the
+#: graph engine's padded rows and slots included), read back only on demand, never request
+#: state, so state snapshots leave them out.
+REPORT_FIELDS = ("step_scores", "draft_margins")
 #: Fields that carry request state across steps (compared bit for bit between eager and graph).
 STATE_FIELDS = tuple(
-    f.name for f in fields(EngineBuffers) if f.name not in SCRATCH_FIELDS and f.name not in CACHE_FIELDS
+    f.name for f in fields(EngineBuffers) if f.name not in SCRATCH_FIELDS + CACHE_FIELDS + REPORT_FIELDS
 )
 
 
@@ -201,4 +219,6 @@ def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None)
         v_cache=xp.zeros((cache_rows, H), i64),
         draft_k_cache=xp.zeros((cache_rows, H), i64),
         draft_v_cache=xp.zeros((cache_rows, H), i64),
+        step_scores=xp.zeros((s.score_rows, s.vocab), f64),
+        draft_margins=xp.zeros((B, s.draft_steps), f64),
     )

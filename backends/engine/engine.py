@@ -54,9 +54,11 @@ from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, alloc
 from graphcheck.backends.engine.forward import draft_forward, target_forward
 from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
 from graphcheck.backends.engine.sampling import (
+    EXACT_SCORE_SCALE,
     RowParams,
     advance_infer_seed,
     build_sampling_params,
+    model_scores,
     sample_tokens,
     topp_candidates,
 )
@@ -89,6 +91,7 @@ from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import EngineWeights
 from graphcheck.backends.graphs.base import iter_tensors
 from graphcheck.backends.xp import make_ops
+from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
 from graphcheck.state import EngineState
 
@@ -178,6 +181,10 @@ class Engine:
         # Per-step device snapshots the engine keeps; stays empty unless the
         # clone-held-per-step fault is on (memory_bytes counts it like any held tensor).
         self.kept_inputs: list[Any] = []
+        # What model_report needs of the last step, from the host side: its output rows
+        # (an upper bound of the real ones) and the drafts each request proposed.
+        self._report_rows = 0
+        self._report_drafts: dict[str, int] = {}
         if self.runner is not None:
             self._capture_graphs()
 
@@ -196,6 +203,7 @@ class Engine:
         running = sched.running()
         if not running:
             self.last_step_info = StepInfo(t, None, False, 0, 0, 0, 0, cfg.graph_scope)
+            self._report_rows, self._report_drafts = 0, {}
             return StepResult(t, ())
         self._admit_on_device(admitted, t)
         self._sync_reasoning(running, t)
@@ -206,6 +214,7 @@ class Engine:
         R = sched.high_water()
         real_tokens = sum(r.next_tokens for r in running)
         rows = sum(r.output_rows for r in running)
+        self._report_rows = rows
         has_prefill = any(r.is_prefill for r in running)
         bucket = None if has_prefill else self.bucket_for(R)
         if bucket is None:
@@ -250,6 +259,30 @@ class Engine:
         else:
             R = self.last_step_info.real_bsz if self.last_step_info is not None else 0
         return snapshot_state(self.xp, self.buffers, slots, R, self.config.block_size, draft_scratch=during_step)
+
+    def model_report(self) -> dict[str, ModelStep]:
+        """What the model produced in the last step, per request that ran (``graphcheck.model_report``).
+
+        ``scores``: float64 ``[rows, V]``, the request's output rows in order (packed
+        by slot: ``cu_seqlens_out``) as they entered sampling; ``draft_margins``: one
+        per draft token it proposed. Read back lazily, in one transfer.
+        """
+        info = self.last_step_info
+        if info is None or not info.slots:
+            return {}
+        xp, buf, R = self.xp, self.buffers, info.real_bsz
+        cu, scores, margins = xp.to_host_many(
+            [buf.cu_seqlens_out[: R + 1], buf.step_scores[: self._report_rows], buf.draft_margins[:R]]
+        )
+        report = {}
+        for request_id, slot in info.slots:
+            drafts = self._report_drafts.get(request_id, 0)
+            report[request_id] = ModelStep(
+                request_id,
+                scores[int(cu[slot]) : int(cu[slot + 1])].astype(np.float64),
+                tuple(float(m) for m in margins[slot, :drafts]),
+            )
+        return report
 
     def buffer_tensors(self) -> dict[str, Any]:
         """Buffer name -> the tensor the engine holds now (for Graph.stale_inputs)."""
@@ -379,6 +412,7 @@ class Engine:
             )
             if stopped:
                 finished.append(req)
+        self._report_drafts = {r.request_id: len(r.draft_tokens) for r in results}
         self._release(finished)
         return StepResult(t, tuple(sorted(results, key=lambda r: r.request_id)))
 
@@ -405,11 +439,12 @@ class Engine:
                 seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
             )
         )
+        scores = model_scores(xp, buf, logits, EXACT_SCORE_SCALE)
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
-            tokens, cand_ids, cand_len = topp_candidates(xp, logits, params, cfg.max_candidate_len)
+            tokens, cand_ids, cand_len = topp_candidates(xp, scores, params, cfg.max_candidate_len)
         else:
             greedy = cfg.verify_strategy == "greedy" and not cfg.naive_mode
-            tokens, cand_ids, cand_len = sample_tokens(xp, logits, params, greedy), None, None
+            tokens, cand_ids, cand_len = sample_tokens(xp, scores, params, greedy), None, None
         reasoning_rule = not (graph_step and self._fault(fault.REASONING_RULE_SKIPPED_IN_GRAPH))
         verify_drafts(
             xp,
@@ -464,8 +499,8 @@ class Engine:
                 T = first if s == 0 else later
                 if self._repack_substep(s, graph_step=not exact):
                     pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults)
-                last_hidden, proposals = draft_forward(xp, w, buf, G, T, bs)
-                draft_update(xp, buf, last_hidden, proposals, G, s)
+                last_hidden, proposals, margins = draft_forward(xp, w, buf, G, T, bs)
+                draft_update(xp, buf, last_hidden, proposals, margins, G, s)
         draft_postprocess(xp, buf, G, S)
 
     def _pack_target_eager(self, num_slots: int, num_tokens: int) -> None:
@@ -533,8 +568,8 @@ class Engine:
                     xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults
                 )
             graph.replay()
-            last_hidden, proposals = graph.outputs
-            draft_update(xp, buf, last_hidden[:R], proposals[:R], R, s)
+            last_hidden, proposals, margins = graph.outputs
+            draft_update(xp, buf, last_hidden[:R], proposals[:R], margins[:R], R, s)
         draft_postprocess(xp, buf, R, S)
 
     # ------------------------------------------------------------------ capture

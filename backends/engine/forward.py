@@ -9,6 +9,7 @@ KV rows of its slot's blocks over all ``blocks_per_seq * block_size`` positions
 from __future__ import annotations
 
 from graphcheck.backends.engine.blocks import SINK_BLOCK
+from graphcheck.backends.engine.sampling import EXACT_SCORE_SCALE
 from graphcheck.backends.graphs.kernels import kernel
 
 NPOS_WRAP = 16  # wrap() maps into -8..7
@@ -25,6 +26,19 @@ def argmax_lowest(xp, logits):
     best = xp.max(logits, -1, keepdims=True)
     ids = xp.broadcast_to(xp.arange(width), tuple(logits.shape))
     return xp.min(xp.where(xp.eq(logits, best), ids, width), -1)
+
+
+def top_margin(xp, scores, best_ids):
+    """Per row: the best score minus the second best (0.0 on a tie), float64.
+
+    ``best_ids``: each row's argmax; the second best is the maximum over the other ids.
+    """
+    width = int(scores.shape[-1])
+    s = xp.astype(scores, xp.float64)
+    ids = xp.broadcast_to(xp.arange(width), tuple(s.shape))
+    best = xp.max(s, -1)
+    others = xp.where(xp.eq(ids, xp.unsqueeze(best_ids, 1)), float("-inf"), s)
+    return best - xp.max(others, -1)
 
 
 def _write_kv(xp, k_cache, v_cache, rows, key, val):
@@ -116,9 +130,11 @@ def target_forward(
 def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     """Draft layer over the first T packed draft tokens; writes draft KV in place.
 
-    Returns ``(last_hidden [G, H], proposals [G])``: for each slot with draft
-    tokens, the draft hidden state of its last token and ``argmax(hd @ lm_head)``
-    (ties to the lowest id); zeros / -1 for slots without tokens.
+    Returns ``(last_hidden [G, H], proposals [G], margins [G])``: for each slot
+    with draft tokens, the draft hidden state of its last token, ``argmax(hd @
+    lm_head)`` (ties to the lowest id) and that proposal's margin over the
+    runner-up in score units (logits / 8, as sampling sees the target's);
+    zeros / -1 / 0.0 for slots without tokens.
     """
     G, T = num_slots, num_tokens
     ids, position = buf.d_ids[:T], buf.d_positions[:T]
@@ -150,5 +166,7 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     active = xp.gt(cu[1:], cu[:G])
     last = xp.clip(cu[1:] - 1, 0, T - 1)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0)
-    proposals = argmax_lowest(xp, xp.int_matmul(last_hidden, w.lm_head_f64))
-    return last_hidden, xp.where(active, proposals, -1)
+    logits = xp.int_matmul(last_hidden, w.lm_head_f64)
+    proposals = argmax_lowest(xp, logits)
+    margins = top_margin(xp, logits, proposals) / EXACT_SCORE_SCALE
+    return last_hidden, xp.where(active, proposals, -1), xp.where(active, margins, 0.0)

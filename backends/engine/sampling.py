@@ -3,9 +3,10 @@
 ``build_sampling_params`` is decoding-semantics §6.1 with README §3: output row j of a
 slot uses ``add_mod(infer_seed, 4j)``; the slot's ``infer_seed`` is advanced IN
 PLACE by the config's increment (4(k+1), NAIVE 4) for every running slot of
-[0, G). The samplers follow README §4: probabilities in float64 from
-``z = logits / 8 / temperature``, rank order from the integer logits
-(descending, ties to the lower id), one uniform per row from its own seed.
+[0, G). The samplers follow README §4 on float64 *scores* (``model_scores``:
+the integer model's ``logits / 8``, a float model's logits): probabilities
+``softmax(scores / temperature)``, rank order by score (descending, ties to the
+lower id), one uniform per row from its own seed.
 """
 
 from __future__ import annotations
@@ -74,19 +75,40 @@ def advance_infer_seed(xp, buf, num_slots: int, increment: int) -> None:
     _advance_seed(xp, buf, num_slots, increment)
 
 
-def probabilities(xp, logits, temperature):
-    """``softmax(logits / 8 / temperature)`` in float64, row-wise."""
-    z = xp.astype(logits, xp.float64) / 8.0 / xp.unsqueeze(temperature, 1)
+#: The integer model's logits enter sampling divided by this (README §4: ``z = logits / 8``).
+EXACT_SCORE_SCALE = 8.0
+
+
+@kernel
+def model_scores(xp, buf, logits, scale: float):
+    """The float64 scores that enter sampling: ``logits / scale`` (1.0: the logits as they are).
+
+    Also written in place into ``buf.step_scores[:rows]`` (an op a graph captures), where
+    ``Engine.model_report`` reads them back. For the integer model (``scale`` 8) this is
+    the first division of README §4's ``z = logits / 8 / temperature``, so the
+    probabilities stay bit for bit what they were.
+    """
+    scores = xp.astype(logits, xp.float64)
+    if scale != 1.0:
+        scores = scores / scale
+    xp.assign_(buf.step_scores, slice(0, int(scores.shape[0])), scores)
+    return scores
+
+
+def probabilities(xp, scores, temperature):
+    """``softmax(scores / temperature)`` in float64, row-wise."""
+    z = scores / xp.unsqueeze(temperature, 1)
     e = xp.exp(z - xp.max(z, -1, keepdims=True))
     return e / xp.sum(e, -1, keepdims=True)
 
 
-def rank_order(xp, logits):
-    """Token ids of each row in rank order: integer logit descending, ties to the lower id."""
-    vocab = int(logits.shape[-1])
-    ids = xp.reshape(xp.arange(vocab), (1, vocab))
-    key = logits * vocab + (vocab - 1 - ids)  # unique per row, so the order is total
-    _, order = xp.sort(key, -1, descending=True, stable=True)
+def rank_order(xp, scores):
+    """Token ids of each row in rank order: score descending, ties to the lower id.
+
+    A stable ascending sort of the negated scores: equal scores keep their index
+    order in every framework (a descending stable sort need not promise that).
+    """
+    _, order = xp.sort(-scores, -1, descending=False, stable=True)
     return order
 
 
@@ -122,7 +144,11 @@ def _sample(xp, p_sorted, order, params):
 
 @kernel
 def sample_tokens(xp, logits, params: RowParams, greedy: bool):
-    """Per-row target token: greedy (GREEDY) or ``sample`` (TARGET_MATCH, NAIVE)."""
+    """Per-row target token: greedy (GREEDY) or ``sample`` (TARGET_MATCH, NAIVE).
+
+    ``logits``: the float64 scores of :func:`model_scores` (the name is the kernel
+    argument traces report).
+    """
     order = rank_order(xp, logits)
     if greedy:
         return _greedy(xp, order)
@@ -132,7 +158,10 @@ def sample_tokens(xp, logits, params: RowParams, greedy: bool):
 
 @kernel
 def topp_candidates(xp, logits, params: RowParams, max_candidates: int):
-    """TOPP: ``(phase-2 token, candidate ids [rows, C], candidate lens)`` per row (README §4)."""
+    """TOPP: ``(phase-2 token, candidate ids [rows, C], candidate lens)`` per row (README §4).
+
+    ``logits``: the float64 scores of :func:`model_scores`.
+    """
     rows = int(logits.shape[0])
     C = max_candidates
     order = rank_order(xp, logits)
