@@ -278,7 +278,8 @@ class Lockstep:
             found = diff_steps(eager, graph, "eager vs graph", slots=slots)
         else:
             reports = (self._reports.get("eager", {}), self._reports.get("graph", {}))
-            found = diff_engines_numeric(eager, graph, reports, self._tolerance, self._parting, slots)
+            expected = self.oracle.expected_per_engine()
+            found = diff_engines_numeric(eager, graph, reports, self._tolerance, self._parting, slots, expected)
         found += self.oracle.diff(ref, {"eager": eager, "graph": graph}, slots)
         g = records["graph"]
         found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)

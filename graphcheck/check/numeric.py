@@ -8,9 +8,10 @@ Here that is allowed, and nothing else:
   with a tolerance derived from the model's dtype (``Tolerance``);
 * a token that differs eager vs graph is *ambiguous* (a near tie) only when
   the two engines' scores at the row that decided it are within that
-  tolerance: each engine's decision is already checked exactly against its own
-  scores by the model-agnostic oracle, so the difference is explained by the
-  scores alone. A differing draft proposal is a near tie when either engine's
+  tolerance AND the oracle, recomputing each engine's step from its own
+  scores, expects the two different tokens too: the difference is then
+  explained by the scores alone (each engine is held to its own oracle
+  exactly). Equal scores with different tokens are a real divergence. A differing draft proposal is a near tie when either engine's
   draft margin (best minus second-best draft score) is within the tolerance;
 * after a near tie the request's two sequences legitimately part: it is no
   longer compared eager vs graph (each engine is still checked against its own
@@ -88,12 +89,21 @@ def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return min(len(a), len(b))
 
 
-def _near_tie(eager: RequestStep, graph: RequestStep, reports: tuple[Any, Any], tol: Tolerance) -> str | None:
+def _near_tie(
+    eager: RequestStep,
+    graph: RequestStep,
+    reports: tuple[Any, Any],
+    expected: tuple[RequestStep | None, RequestStep | None],
+    tol: Tolerance,
+) -> str | None:
     """Why the request's token difference is a near tie, or None when it is not one."""
     if eager.infer_seed != graph.infer_seed:
         return None
     e_rows, g_rows = (_rows(r) for r in reports)
     if eager.accept_tokens != graph.accept_tokens:
+        e_want, g_want = expected
+        if e_want is None or g_want is None or e_want.accept_tokens == g_want.accept_tokens:
+            return None  # the scores do not explain it: the same decision on both engines' scores
         row = _first_difference(eager.accept_tokens, graph.accept_tokens)
         if e_rows is None or g_rows is None or row >= min(len(e_rows), len(g_rows)):
             return None
@@ -145,8 +155,12 @@ def diff_engines_numeric(
     tol: Tolerance,
     parting: Parting,
     slots: Mapping[str, int],
+    expected: tuple[StepResult, StepResult] | None = None,
 ) -> list[Divergence]:
-    """Eager vs graph of one step of a float model (see the module docstring)."""
+    """Eager vs graph of one step of a float model (see the module docstring).
+
+    ``expected``: what the model-agnostic oracle expects of each engine, from its own scores.
+    """
     step = eager.step
     e_by, g_by = eager.by_id(), graph.by_id()
     found: list[Divergence] = []
@@ -175,7 +189,8 @@ def diff_engines_numeric(
             scores = _scores_differ(step, rid, slots.get(rid), pair_reports, tol)
             found += [scores] if scores is not None else []
             continue
-        why = _near_tie(e_by[rid], g_by[rid], pair_reports, tol)
+        wants = (expected[0].by_id().get(rid), expected[1].by_id().get(rid)) if expected else (None, None)
+        why = _near_tie(e_by[rid], g_by[rid], pair_reports, wants, tol)
         if why is None:
             found += diffs
             continue

@@ -64,6 +64,10 @@ class ExactOracle:
     ) -> StepResult:
         return self.decoder.step(t, overrides)
 
+    def expected_per_engine(self) -> None:
+        """One expectation for both engines: the reference's record."""
+        return None
+
     def diff(self, expected: StepResult, results: Mapping[str, StepResult], slots: dict[str, int]) -> list[Divergence]:
         found: list[Divergence] = []
         for source in ("eager", "graph"):
@@ -94,6 +98,10 @@ class AgnosticOracles:
         for source, oracle in self.oracles.items():
             self._verdicts[source] = oracle.step(t, overrides, reports[source], results[source])
         return self._verdicts["graph"].result
+
+    def expected_per_engine(self) -> tuple[StepResult, StepResult]:
+        """What each engine's oracle expects of it this step, from its own scores: (eager, graph)."""
+        return self._verdicts["eager"].result, self._verdicts["graph"].result
 
     def diff(self, expected: StepResult, results: Mapping[str, StepResult], slots: dict[str, int]) -> list[Divergence]:
         found: list[Divergence] = []

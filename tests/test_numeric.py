@@ -1,0 +1,94 @@
+"""Eager vs graph with a float model: near ties are ambiguous, real token differences are not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphcheck.check.numeric import TOLERANCES, Parting, diff_engines_numeric, tolerance_for
+from graphcheck.model_report import ModelStep
+from graphcheck.scenario import RequestStep, StepResult
+
+TOL = TOLERANCES["float32"]
+
+
+def _step(token: int, drafts: tuple[int, ...] = (3,)) -> StepResult:
+    return StepResult(4, (RequestStep("a", (token,), drafts, 12, 5, 9, False),))
+
+
+def _scores(*row: float) -> dict[str, ModelStep]:
+    return {"a": ModelStep("a", np.array([row], dtype=np.float64), (1.0,))}
+
+
+#: Token 0 leads token 1 by one part in 10^5: a near tie at any float tolerance.
+TIED = (2.0, 1.99998, -1.0, 0.5)
+
+
+def _diff(eager_token, graph_token, eager_row, graph_row, expected_tokens, parting=None):
+    parting = parting if parting is not None else Parting()
+    expected = (_step(expected_tokens[0]), _step(expected_tokens[1]))
+    found = diff_engines_numeric(
+        _step(eager_token),
+        _step(graph_token),
+        (_scores(*eager_row), _scores(*graph_row)),
+        TOL,
+        parting,
+        {"a": 0},
+        expected,
+    )
+    return found, parting
+
+
+def test_a_perturbed_low_bit_that_flips_a_near_tie_is_ambiguous() -> None:
+    graph_row = (TIED[0], TIED[1] + 4e-5, *TIED[2:])  # now token 1 leads, by 2e-5: inside the tolerance
+    found, parting = _diff(0, 1, TIED, graph_row, expected_tokens=(0, 1))
+    assert found and all(d.ambiguous for d in found)
+    assert "near tie at output row 0" in found[0].detail
+    assert parting.parted == {"a"}
+    # From here on the request is compared with each engine's oracle only, never eager vs graph.
+    later, _ = _diff(0, 5, TIED, TIED, expected_tokens=(0, 0), parting=parting)
+    assert later == []
+
+
+def test_a_real_token_difference_is_a_divergence_even_when_the_scores_agree() -> None:
+    found, parting = _diff(0, 1, TIED, TIED, expected_tokens=(0, 0))
+    assert [d.tensor for d in found if not d.ambiguous] == ["accept_tokens"]
+    assert not parting.parted
+
+
+def test_scores_beyond_the_tolerance_make_the_token_difference_real() -> None:
+    graph_row = (TIED[0], TIED[1] + 0.5, *TIED[2:])
+    found, _ = _diff(0, 1, TIED, graph_row, expected_tokens=(0, 1))
+    assert [d.tensor for d in found if not d.ambiguous] == ["accept_tokens"]
+
+
+def test_scores_beyond_the_tolerance_are_a_value_divergence_on_equal_tokens() -> None:
+    graph_row = (TIED[0] + 0.5, *TIED[1:])
+    found, _ = _diff(0, 0, TIED, graph_row, expected_tokens=(0, 0))
+    assert [(d.kind, d.tensor) for d in found] == [("value", "model scores")]
+    within = (TIED[0] + 1e-4, *TIED[1:])
+    assert _diff(0, 0, TIED, within, expected_tokens=(0, 0))[0] == []
+
+
+def test_a_seed_difference_is_never_a_near_tie() -> None:
+    eager, graph = _step(0), StepResult(4, (RequestStep("a", (1,), (3,), 13, 5, 9, False),))
+    found = diff_engines_numeric(
+        eager, graph, (_scores(*TIED), _scores(*TIED)), TOL, Parting(), {"a": 0}, (eager, graph)
+    )
+    assert found and not any(d.ambiguous for d in found)
+
+
+def test_a_draft_proposal_flipped_at_a_small_margin_is_ambiguous() -> None:
+    eager, graph = _step(0, (3,)), _step(0, (4,))
+    reports = ({"a": ModelStep("a", np.array([TIED]), (1e-5,))}, {"a": ModelStep("a", np.array([TIED]), (2e-5,))})
+    found = diff_engines_numeric(eager, graph, reports, TOL, Parting(), {"a": 0}, (eager, graph))
+    assert found and all(d.ambiguous for d in found) and "draft 0" in found[0].detail
+    wide = ({"a": ModelStep("a", np.array([TIED]), (0.7,))}, {"a": ModelStep("a", np.array([TIED]), (0.6,))})
+    found = diff_engines_numeric(eager, graph, wide, TOL, Parting(), {"a": 0}, (eager, graph))
+    assert found and not any(d.ambiguous for d in found)
+
+
+@pytest.mark.parametrize("model, expected", [("exact", None), ("float32", 1e-3), ("bfloat16", 6e-2)])
+def test_the_tolerance_follows_the_model_dtype(model: str, expected: float | None) -> None:
+    tol = tolerance_for(model)
+    assert (tol.rtol if tol else None) == expected
