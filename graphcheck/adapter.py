@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
+from graphcheck.model_report import ModelStep
 from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
 from graphcheck.state import EngineState
 
@@ -281,6 +282,16 @@ class StateSnapshots(Protocol):
 
 
 @runtime_checkable
+class ModelReports(Protocol):
+    """Optional: an engine that reports what its own model produced (needed by the model-agnostic
+    oracle and by the float tolerance, ``graphcheck.check.oracles`` / ``graphcheck.check.numeric``)."""
+
+    def model_report(self) -> Mapping[str, ModelStep]:
+        """Per request that ran in the last step: its target scores at every output row and its
+        draft margins (``graphcheck.model_report.ModelStep``). Called after every step."""
+
+
+@runtime_checkable
 class EngineFactory(Protocol):
     """Builds one engine for a lockstep run; ``Lockstep`` calls it twice per scenario.
 
@@ -332,6 +343,7 @@ __all__ = [
     "EngineAdapter",
     "EngineFactory",
     "GraphInput",
+    "ModelReports",
     "RunnerInfo",
     "SlotCapacity",
     "StateSnapshots",
