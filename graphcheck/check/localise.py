@@ -308,7 +308,7 @@ def localise(
     if first.kind == "state":  # the engines already differed when the step began
         earlier = _earlier_write(outcome.scenario, backend, faults, factory, first)
         return earlier or _last_writer(run, first, t, "graph")
-    if first.pair.startswith("reference"):
+    if first.pair.startswith(("reference", "oracle")):
         return _reference_only(run, first, eager)
     return Localisation(
         step=t,
