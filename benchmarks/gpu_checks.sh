@@ -7,6 +7,7 @@
 # GPU_CHECKS_PARTS=bench runs only `graphcheck bench --backend cuda` (decode step per bucket, lockstep
 # overhead vs its target), with GPU_CHECKS_BENCH_ARGS (e.g. --quick). "catalog" runs `graphcheck
 # catalog --backend cuda` with GPU_CHECKS_CATALOG_BUDGET seconds per fault (default 30).
+# GPU_CHECKS_SETUP_ARGS goes to run, catalog and the fault runs (e.g. "--model bfloat16 --contract fastdeploy").
 # Writes pytest logs, benchmark JSON and graphcheck reports under OUT_DIR.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_checks.sh OUT_DIR [PROFILE]}
@@ -30,13 +31,13 @@ fi
 
 if wants run; then
 echo "== graphcheck run --backend cuda --profile $profile"
-python3 -m graphcheck.cli run --backend cuda --profile "$profile" --report-dir "$out/reports" --quiet 2>&1 \
+python3 -m graphcheck.cli run --backend cuda ${GPU_CHECKS_SETUP_ARGS:-} --profile "$profile" --report-dir "$out/reports" --quiet 2>&1 \
     | tail -n 25 | tee "$out/run-clean.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-clean.txt"
 fi
 if wants catalog; then
 echo "== graphcheck catalog --backend cuda"
-python3 -m graphcheck.cli catalog --backend cuda --budget "${GPU_CHECKS_CATALOG_BUDGET:-30}" --shrink-budget 10 \
+python3 -m graphcheck.cli catalog --backend cuda ${GPU_CHECKS_SETUP_ARGS:-} --budget "${GPU_CHECKS_CATALOG_BUDGET:-30}" --shrink-budget 10 \
     --report-dir "$out/catalog" 2>&1 | tail -n 45 | tee "$out/catalog.txt"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$out/catalog.txt"
 fi
@@ -44,7 +45,7 @@ fault_profile=${GPU_CHECKS_FAULT_PROFILE:-$profile}
 wants faults || exit 0
 for fault in $(python3 -c 'from graphcheck.backends.engine.faults import FAULTS; print(" ".join(sorted(FAULTS)))'); do
     echo "== graphcheck run --backend cuda --inject $fault"
-    python3 -m graphcheck.cli run --backend cuda --profile "$fault_profile" --inject "$fault" \
+    python3 -m graphcheck.cli run --backend cuda ${GPU_CHECKS_SETUP_ARGS:-} --profile "$fault_profile" --inject "$fault" \
         --report-dir "$out/reports-$fault" --quiet 2>&1 | grep -E "DIVERGENCE|CLEAN|suite |where:" | tee "$out/run-$fault.txt"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run-$fault.txt"
 done
