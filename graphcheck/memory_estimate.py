@@ -11,6 +11,7 @@ against the real engine. A leaf: standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -28,6 +29,23 @@ _NPOS = 32
 _SLOT_SCALAR_FIELDS = 18
 _TOKEN_FIELDS = 10
 _OFFSET_FIELDS = 3
+#: Bytes per element of the buffers holding model activations (KV caches, hidden states), by
+#: ``EngineConfig.model``: int64 for the integer model, the float model's dtype otherwise.
+ACTIVATION_BYTES = {"exact": 8, "float32": 4, "bfloat16": 2}
+#: The float model's MLP width in hidden sizes (backends/engine/float_weights.py MLP_RATIO).
+_FLOAT_MLP_RATIO = 2
+
+
+def weight_bytes(config: EngineConfig) -> int:
+    """One engine's weights: the integer model's int64 arrays plus float64 copies of the matmul
+    ones; a float model's arrays in its dtype (backends/engine/float_weights.py's draw plan:
+    embeddings, a max_model_len position table, two decoder blocks, the MTP combiner, norms)."""
+    H, V = config.hidden_size, config.vocab_size
+    if config.model == "exact":
+        return 8 * (4 * V * H + _NPOS * H + 14 * H * H)
+    block = (4 + 2 * _FLOAT_MLP_RATIO) * H * H + 2 * H  # wq wk wv wo, w_up w_down, two norms
+    elements = 3 * V * H + config.max_model_len * H + 2 * block + 2 * H * H + 4 * H
+    return ACTIVATION_BYTES[config.model] * elements
 
 
 @dataclass(frozen=True)
@@ -70,24 +88,27 @@ def _kernel_bytes(config: EngineConfig, tokens: int, rows: int) -> int:
     """Peak temporaries of one step's kernels over ``tokens`` packed tokens and ``rows`` output rows.
 
     Attention gathers every token's keys and values over the whole block table
-    (``span`` positions) and multiplies them in float64; the samplers hold a
-    few ``[rows, vocab]`` float64 / int64 arrays.
+    (``span`` positions): the integer model as int64 and multiplies float64
+    copies, a float model in its dtype (a third copy for the transposed keys);
+    the samplers hold a few ``[rows, vocab]`` float64 / int64 arrays.
     """
     H, V = config.hidden_size, config.vocab_size
     span = -(-config.max_model_len // config.block_size) * config.block_size
-    return 8 * (tokens * (4 * span * H + 6 * span + 4 * H + 16) + 8 * rows * V)
+    gathered = 4 * 8 if config.model == "exact" else 3 * ACTIVATION_BYTES[config.model]
+    return tokens * (gathered * span * H + 8 * (6 * span + 4 * H + 16)) + 64 * rows * V
 
 
 def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) -> MemoryEstimate:
     """Estimated bytes of a lockstep run of ``config`` on the built-in engine (pure arithmetic).
 
-    Derived from what ``backends/engine`` allocates: the weights (int64, plus
-    float64 copies of the matmul ones), the persistent buffers (per-slot state,
-    packed scratch of ``max(slots * (k+1), max_num_seqs * max_model_len)``
-    tokens, four paged KV caches, the model report's scores and margins), per capture size what the graphs keep (the
-    logits and hidden rows of their padded tokens), and the working set. With
-    ``requests`` it adds what the script needs: an eager prefill of the
-    longest prompts that can run together, and the reference's caches.
+    Derived from what ``backends/engine`` allocates: the weights (``weight_bytes``),
+    the persistent buffers (per-slot state, packed scratch of ``max(slots * (k+1),
+    max_num_seqs * max_model_len)`` tokens, four paged KV caches, the model
+    report's scores and margins; activations in ``ACTIVATION_BYTES[config.model]``
+    bytes), per capture size what the graphs keep (the logits and hidden rows of
+    their padded tokens), and the working set. With ``requests`` it adds what the
+    script needs: an eager prefill of the longest prompts that can run together,
+    and the reference's caches.
     Measured against the engine on the CPU in tests/test_engine_memory.py.
     """
     c = config
@@ -97,13 +118,16 @@ def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) ->
     blocks_per_seq = -(-L // c.block_size)
     cache_rows = (seqs * blocks_per_seq + 1) * c.block_size
     tokens = max(slots * K1, seqs * L)
-    weights = 8 * (4 * V * H + _NPOS * H + 14 * H * H)
+    act = ACTIVATION_BYTES[c.model]
+    weights = weight_bytes(c)
     buffers = (
         slots * (8 * (_SLOT_SCALAR_FIELDS - 1) + 1)  # stop_flags is bool
-        + 8 * slots * (MAX_EOS_IDS + 2 * K1 + L + blocks_per_seq + H)
-        + 8 * tokens * (_TOKEN_FIELDS + H)
+        + 8 * slots * (MAX_EOS_IDS + 2 * K1 + L + blocks_per_seq)
+        + act * slots * H  # draft_last_hidden
+        + 8 * tokens * _TOKEN_FIELDS
+        + act * tokens * H  # d_prev_hidden
         + 8 * _OFFSET_FIELDS * (slots + 1)
-        + 4 * 8 * cache_rows * H
+        + 4 * act * cache_rows * H
         + 8 * slots * (K1 * V + max(1, c.num_model_steps))  # model report: step_scores, draft_margins
     )
     draft_steps = 0 if c.naive_mode else c.num_model_steps
@@ -120,7 +144,7 @@ def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) ->
     ]
     if sizes:  # a capture snapshots the storage its kernels touch, then runs them once
         work.append(weights + buffers + _kernel_bytes(c, largest * K1, largest * K1))
-    reference = weights
+    reference = weight_bytes(dataclasses.replace(c, model="exact"))  # the reference's integer weights
     if requests:
         longest = sorted((len(r.prompt) for r in requests), reverse=True)[:seqs]
         prefill = sum(max(n, K1) for n in longest) + seqs
@@ -160,4 +184,12 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-__all__ = ["MemoryEstimate", "engine_memory", "estimated_engine_bytes", "format_bytes", "parse_memory_size"]
+__all__ = [
+    "ACTIVATION_BYTES",
+    "MemoryEstimate",
+    "engine_memory",
+    "estimated_engine_bytes",
+    "format_bytes",
+    "parse_memory_size",
+    "weight_bytes",
+]

@@ -121,6 +121,15 @@ CONFIGS = {
 }
 
 
+#: Float models (EngineConfig.model): their activations and weights are in the model dtype.
+FLOAT_CONFIGS = {
+    "small-float32": (dataclasses.replace(CONFIGS["small"][0], model="float32"), 12),
+    "medium-bfloat16": (dataclasses.replace(CONFIGS["medium"][0], model="bfloat16"), 40),
+    "naive-float32": (dataclasses.replace(CONFIGS["naive-long-prompts"][0], model="float32"), 300),
+    "large-bfloat16": (dataclasses.replace(CONFIGS["large-vocab-hidden-len"][0], model="bfloat16"), 100),
+}
+
+
 # ---------------------------------------------------------------------------
 # Measuring
 # ---------------------------------------------------------------------------
@@ -181,22 +190,29 @@ class Measured:
     peak: int  # torch peak over the whole lockstep run + the reference's NumPy arrays at their largest
 
 
-def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
+def _counting_tracker(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A PeakTracker that also counts the emulator's capture copies (storage clones)."""
     pytest.importorskip("torch")
-    from graphcheck.backends.devices import resolve
     from graphcheck.backends.graphs.torch_ops import TorchOps
-    from graphcheck.check.lockstep import Lockstep
 
     tracker = _tracker_class()()
     snapshot = TorchOps.snapshot
 
-    def counted_snapshot(self: Any, t: Any) -> Any:  # the emulator's capture copies (storage clones)
+    def counted_snapshot(self: Any, t: Any) -> Any:
         storage, saved = snapshot(self, t)
         tracker.hold(id(saved), saved.nbytes(), saved)
         return storage, saved
 
     monkeypatch.setattr(TorchOps, "snapshot", counted_snapshot)
     gc.collect()
+    return tracker
+
+
+def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+
+    tracker = _counting_tracker(monkeypatch)
     with tracker:
         lockstep = Lockstep(scenario, resolve("cpu"))
         eager, graph = lockstep.eager, lockstep.graph
@@ -211,6 +227,32 @@ def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
         weights=sum(nbytes(t) for t in eager.weights.named_tensors().values()),
         buffers=sum(nbytes(t) for t in eager.buffers.named_tensors().values()),
         peak=tracker.peak + reference,
+    )
+
+
+def _measure_engines(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
+    """As ``_measure``, for a float model: the eager and graph engines driven side by side, no reference
+    (the integer reference does not decode a float model; ``peak`` is the engines' alone)."""
+    from graphcheck.backends.engine import Engine
+    from graphcheck.driver import apply_events
+    from graphcheck.reference import make_weights
+
+    tracker = _counting_tracker(monkeypatch)
+    with tracker:
+        weights = make_weights(scenario.config)
+        eager = Engine(scenario.config, weights, use_graphs=False)
+        graph = Engine(scenario.config, weights)
+        built = (eager.memory_bytes(), graph.memory_bytes(), graph.runner.memory_bytes() if graph.runner else 0)
+        for t in range(scenario.num_steps):
+            for engine in (eager, graph):
+                apply_events(engine, scenario, t)
+                engine.step(t, scenario.accept_overrides_at(t))
+    nbytes = eager.xp.nbytes
+    return Measured(
+        *built,
+        weights=sum(nbytes(t) for t in eager.weights.named_tensors().values()),
+        buffers=sum(nbytes(t) for t in eager.buffers.named_tensors().values()),
+        peak=tracker.peak,
     )
 
 
@@ -265,6 +307,33 @@ def test_estimate_covers_the_engine_and_is_not_absurdly_above(name: str, monkeyp
         assert estimated <= 3 * measured, f"{name}: {part} estimate {estimated} > 3 x measured {measured}"
     # The config alone (no requests) bounds everything but what the prompts add.
     assert estimated_engine_bytes(config) == engine_memory(config).total <= est.total
+
+
+@pytest.mark.parametrize("name", fast_first(list(FLOAT_CONFIGS), 1))
+def test_estimate_covers_a_float_model_engine(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, prompt_len = FLOAT_CONFIGS[name]
+    scenario = _scenario(config, prompt_len=prompt_len, name=name)
+    got = _measure_engines(scenario, monkeypatch)
+    est = engine_memory(config, scenario.requests)
+    assert est.weights == got.weights
+    assert est.buffers == got.buffers
+    pairs = {
+        "eager engine": (got.eager, est.eager_engine),
+        "graph engine": (got.graph, est.graph_engine),
+        "graphs": (got.runner, est.graphs),
+        "engines' peak": (got.peak, est.total - est.reference),
+    }
+    for part, (measured, estimated) in pairs.items():
+        assert measured <= estimated, f"{name}: {part} measured {measured} > estimate {estimated}"
+        assert estimated <= 3 * measured, f"{name}: {part} estimate {estimated} > 3 x measured {measured}"
+
+
+def test_float_weight_bytes_follow_the_draw_plan() -> None:
+    from graphcheck.backends.engine.float_weights import float_weight_elements
+    from graphcheck.memory_estimate import ACTIVATION_BYTES, weight_bytes
+
+    for config, _ in FLOAT_CONFIGS.values():
+        assert weight_bytes(config) == ACTIVATION_BYTES[config.model] * float_weight_elements(config)
 
 
 def test_estimate_grows_with_every_size_knob() -> None:

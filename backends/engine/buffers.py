@@ -92,7 +92,7 @@ class EngineBuffers:
     draft_seq_lens_encoder: Any  # [B] prompt length until the draft prefill ran
     draft_seq_lens_decoder: Any  # [B] first draft position of the current substep
     draft_input_tokens: Any  # [B] last proposal (input of the next substep)
-    draft_last_hidden: Any  # [B, H] draft hidden state of the slot's last token
+    draft_last_hidden: Any  # [B, H] draft hidden state of the slot's last token (ACTIVATION_FIELDS)
     # ---- packed target inputs (scratch, rewritten every step) ------------
     ids: Any  # [T]
     positions: Any  # [T]
@@ -107,10 +107,10 @@ class EngineBuffers:
     d_positions: Any
     d_batch_ids: Any
     d_slot_mapping: Any
-    d_prev_hidden: Any  # [T, H]
+    d_prev_hidden: Any  # [T, H] (ACTIVATION_FIELDS)
     d_cu_seqlens: Any  # [B+1]
     # ---- paged KV caches ---------------------------------------------------
-    k_cache: Any  # [num_blocks * block_size, H] int64
+    k_cache: Any  # [num_blocks * block_size, H] int64, or the float model's dtype (ACTIVATION_FIELDS)
     v_cache: Any
     draft_k_cache: Any
     draft_v_cache: Any
@@ -181,11 +181,21 @@ SLOT_IDLE: dict[str, int | float | bool] = {
 assert set(SLOT_IDLE) == set(STATE_FIELDS)
 
 
+#: Buffers holding model activations: int64 for the integer model, the model dtype for a float one.
+ACTIVATION_FIELDS = ("d_prev_hidden", "draft_last_hidden") + CACHE_FIELDS
+
+
+def activation_dtype(xp, model: str) -> Any:
+    """The dtype of ``ACTIVATION_FIELDS`` for ``EngineConfig.model``."""
+    return {"exact": xp.int64, "float32": xp.float32, "bfloat16": xp.bfloat16}[model]
+
+
 def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None) -> EngineBuffers:
     """Fresh buffers holding the idle values (every slot free), sized ``sizes`` (default: for ``config``)."""
     s = sizes or BufferSizes.for_config(config)
     B, K1, T, H = s.slots, s.tokens_per_req, s.max_tokens, s.hidden
     i64, f64 = xp.int64, xp.float64
+    act = activation_dtype(xp, config.model)
     cache_rows = s.num_blocks * s.block_size
     slot_shapes = {
         "eos_ids": (B, MAX_EOS_IDS),
@@ -195,7 +205,7 @@ def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None)
         "block_tables": (B, s.blocks_per_seq),
         "draft_last_hidden": (B, H),
     }
-    dtypes = {"stop_flags": xp.bool, "top_p": f64, "temperature": f64}
+    dtypes = {"stop_flags": xp.bool, "top_p": f64, "temperature": f64, "draft_last_hidden": act}
     state = {
         name: xp.full(slot_shapes.get(name, (B,)), value, dtypes.get(name, i64)) for name, value in SLOT_IDLE.items()
     }
@@ -213,12 +223,12 @@ def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None)
         d_positions=xp.zeros((T,), i64),
         d_batch_ids=xp.full((T,), -1, i64),
         d_slot_mapping=xp.zeros((T,), i64),
-        d_prev_hidden=xp.zeros((T, H), i64),
+        d_prev_hidden=xp.zeros((T, H), act),
         d_cu_seqlens=xp.zeros((B + 1,), i64),
-        k_cache=xp.zeros((cache_rows, H), i64),
-        v_cache=xp.zeros((cache_rows, H), i64),
-        draft_k_cache=xp.zeros((cache_rows, H), i64),
-        draft_v_cache=xp.zeros((cache_rows, H), i64),
+        k_cache=xp.zeros((cache_rows, H), act),
+        v_cache=xp.zeros((cache_rows, H), act),
+        draft_k_cache=xp.zeros((cache_rows, H), act),
+        draft_v_cache=xp.zeros((cache_rows, H), act),
         step_scores=xp.zeros((s.score_rows, s.vocab), f64),
         draft_margins=xp.zeros((B, s.draft_steps), f64),
     )

@@ -37,6 +37,14 @@ Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
 
+Models (``EngineConfig.model``): ``exact`` runs the integer model of the
+reference on the weights the engine is given; ``float32`` / ``bfloat16`` run a
+small seeded transformer (``float_model``, weights ``float_weights``) whose
+KV caches and hidden-state buffers are in that dtype. Both go through the same
+kernels, buffers, graphs and faults; sampling sees float64 scores (the integer
+logits / 8, or the float logits). ``model_report()`` reads back what the model
+produced in the last step (``graphcheck.model_report``).
+
 Faults (all off unless injected) switch a real path, here or in the kernel this
 module hands a keyword flag: ``graphcheck.backends.engine.faults`` lists each
 one, the bug it mirrors and the function its switch is in.
@@ -88,7 +96,7 @@ from graphcheck.backends.engine.transfer import (
 )
 from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
 from graphcheck.backends.engine.verify import verify_drafts
-from graphcheck.backends.engine.weights import EngineWeights
+from graphcheck.backends.engine.weights import load_weights
 from graphcheck.backends.graphs.base import iter_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.model_report import ModelStep
@@ -159,7 +167,10 @@ class Engine:
             device = resolve(device)
         self.device = device
         self.xp = make_ops(device.framework, device.device)
-        self.weights = weights if isinstance(weights, EngineWeights) else EngineWeights.from_arrays(self.xp, weights)
+        # exact: the given (reference) weights; float32 / bfloat16: drawn from config.model_seed.
+        self.weights = load_weights(self.xp, config, weights)
+        # Sampling sees logits / 8 for the integer model (README §4), a float model's logits as they are.
+        self._score_scale = EXACT_SCORE_SCALE if config.model == "exact" else 1.0
         self.sizes = BufferSizes.for_config(
             config, slots_by_max_num_seqs=self._fault(fault.SLOTS_SIZED_BY_MAX_NUM_SEQS)
         )
@@ -439,7 +450,7 @@ class Engine:
                 seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
             )
         )
-        scores = model_scores(xp, buf, logits, EXACT_SCORE_SCALE)
+        scores = model_scores(xp, buf, logits, self._score_scale)
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, scores, params, cfg.max_candidate_len)
         else:

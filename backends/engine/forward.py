@@ -1,14 +1,22 @@
 """The target layer and the draft (MTP) layer on the paged KV cache (README §1).
 
+``target_forward`` and ``draft_forward`` are the kernels the engine calls, for
+every model: with ``FloatWeights`` they run the float model
+(``graphcheck.backends.engine.float_model``), otherwise the integer model below.
+
 Integer-exact: activations are int64, dot products are float64 matmuls of small
 integers rounded back to int64. Attention gathers, for every packed token, the
 KV rows of its slot's blocks over all ``blocks_per_seq * block_size`` positions
-(static shape) and masks ``j > pos`` out; padded tokens use the sink block only.
+(static shape) and masks ``j > pos`` out; padded tokens use the sink block only
+(``graphcheck.backends.engine.paged``).
 """
 
 from __future__ import annotations
 
-from graphcheck.backends.engine.blocks import SINK_BLOCK
+from graphcheck.backends.engine import float_model
+from graphcheck.backends.engine.float_weights import FloatWeights
+from graphcheck.backends.engine.paged import TokenLayout, gather_kv, last_rows, token_layout, write_kv
+from graphcheck.backends.engine.proposal import propose
 from graphcheck.backends.engine.sampling import EXACT_SCORE_SCALE
 from graphcheck.backends.graphs.kernels import kernel
 
@@ -20,66 +28,24 @@ def wrap(xp, a):
     return xp.mod(a + 8, NPOS_WRAP) - 8
 
 
-def argmax_lowest(xp, logits):
-    """Index of the row maximum; ties go to the lowest index."""
-    width = int(logits.shape[-1])
-    best = xp.max(logits, -1, keepdims=True)
-    ids = xp.broadcast_to(xp.arange(width), tuple(logits.shape))
-    return xp.min(xp.where(xp.eq(logits, best), ids, width), -1)
-
-
-def top_margin(xp, scores, best_ids):
-    """Per row: the best score minus the second best (0.0 on a tie), float64.
-
-    ``best_ids``: each row's argmax; the second best is the maximum over the other ids.
-    """
-    width = int(scores.shape[-1])
-    s = xp.astype(scores, xp.float64)
-    ids = xp.broadcast_to(xp.arange(width), tuple(s.shape))
-    best = xp.max(s, -1)
-    others = xp.where(xp.eq(ids, xp.unsqueeze(best_ids, 1)), float("-inf"), s)
-    return best - xp.max(others, -1)
-
-
-def _write_kv(xp, k_cache, v_cache, rows, key, val):
-    xp.index_put_(k_cache, rows, key)
-    xp.index_put_(v_cache, rows, val)
-
-
-def _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size, span_blocks=None):
-    """``a_i = sum_{j <= pos_i} (((q_i . key_j) mod 7) - 3) * val_j`` per packed token.
-
-    Keys come from the first ``span_blocks`` block-table columns (all of them when None).
-    """
+def _attend(xp, q, k_cache, v_cache, block_tables, tokens: TokenLayout, block_size, span_blocks=None):
+    """``a_i = sum_{j <= pos_i} (((q_i . key_j) mod 7) - 3) * val_j`` per packed token."""
     T, H = int(q.shape[0]), int(q.shape[1])
-    width = int(block_tables.shape[1])
-    blocks = xp.index_select(block_tables, slot, 0)  # [T, width]
-    if span_blocks is not None:
-        width = span_blocks
-        blocks = blocks[:, :width]
-    span = width * block_size
-    blocks = xp.where(xp.unsqueeze(valid, 1), blocks, SINK_BLOCK)
-    offsets = xp.reshape(xp.arange(block_size), (1, 1, block_size))
-    rows = xp.reshape(xp.unsqueeze(blocks, 2) * block_size + offsets, (-1,))  # [T * span]
-    keys = xp.reshape(xp.index_select(k_cache, rows, 0), (T, span, H))
-    vals = xp.reshape(xp.index_select(v_cache, rows, 0), (T, span, H))
+    keys, vals, causal = gather_kv(xp, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
+    span = int(keys.shape[1])
     q3 = xp.reshape(q, (T, 1, H))
     dots = xp.reshape(xp.int_matmul(q3, xp.transpose(keys, (0, 2, 1))), (T, span))
-    score = xp.mod(dots, 7) - 3
-    causal = xp.le(xp.reshape(xp.arange(span), (1, span)), xp.unsqueeze(position, 1))
-    score = xp.where(causal, score, 0)
+    score = xp.where(causal, xp.mod(dots, 7) - 3, 0)
     attn = xp.int_matmul(xp.reshape(score, (T, 1, span)), vals)
     return xp.reshape(attn, (T, H))
 
 
-def _layer(
-    xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, slot, position, valid, block_size, span_blocks=None
-):
+def _layer(xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):
     q = wrap(xp, xp.int_matmul(x, wq))
     key = wrap(xp, xp.int_matmul(x, wk))
     val = wrap(xp, xp.int_matmul(x, wv))
-    _write_kv(xp, k_cache, v_cache, slot_rows, key, val)
-    attn = _attend(xp, q, k_cache, v_cache, block_tables, slot, position, valid, block_size, span_blocks)
+    write_kv(xp, k_cache, v_cache, slot_rows, key, val)
+    attn = _attend(xp, q, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
     return wrap(xp, x + attn)
 
 
@@ -98,11 +64,12 @@ def target_forward(
     and None; the captured-temporary-freed and host-max-seq-len-baked faults
     pass a per-step copy and a host-side count.
     """
+    tables = buf.block_tables if tables is None else tables
+    if isinstance(w, FloatWeights):
+        return float_model.target(xp, w, buf, num_tokens, num_rows, block_size, tables, span_blocks)
     T = num_tokens
     ids, position = buf.ids[:T], buf.positions[:T]
-    bid = buf.batch_ids[:T]
-    valid = xp.ge(bid, 0)
-    slot = xp.where(valid, bid, 0)
+    tokens = token_layout(xp, buf.batch_ids[:T], position)
     npos = int(w.pos.shape[0])
     x = wrap(xp, xp.index_select(w.embed, ids, 0) + xp.index_select(w.pos, xp.mod(position, npos), 0))
     hidden = _layer(
@@ -113,11 +80,9 @@ def target_forward(
         w.wv_f64,
         buf.k_cache,
         buf.v_cache,
-        buf.block_tables if tables is None else tables,
+        tables,
         buf.slot_mapping[:T],
-        slot,
-        position,
-        valid,
+        tokens,
         block_size,
         span_blocks,
     )
@@ -133,14 +98,14 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     Returns ``(last_hidden [G, H], proposals [G], margins [G])``: for each slot
     with draft tokens, the draft hidden state of its last token, ``argmax(hd @
     lm_head)`` (ties to the lowest id) and that proposal's margin over the
-    runner-up in score units (logits / 8, as sampling sees the target's);
-    zeros / -1 / 0.0 for slots without tokens.
+    runner-up in score units (the integer model's logits / 8, as sampling sees
+    the target's); zeros / -1 / 0.0 for slots without tokens.
     """
+    if isinstance(w, FloatWeights):
+        return float_model.draft(xp, w, buf, num_slots, num_tokens, block_size)
     G, T = num_slots, num_tokens
     ids, position = buf.d_ids[:T], buf.d_positions[:T]
-    bid = buf.d_batch_ids[:T]
-    valid = xp.ge(bid, 0)
-    slot = xp.where(valid, bid, 0)
+    tokens = token_layout(xp, buf.d_batch_ids[:T], position)
     npos = int(w.pos.shape[0])
     carried = wrap(xp, xp.int_matmul(buf.d_prev_hidden[:T], w.draft_hidden_f64))
     x = wrap(
@@ -157,16 +122,10 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
         buf.draft_v_cache,
         buf.block_tables,
         buf.d_slot_mapping[:T],
-        slot,
-        position,
-        valid,
+        tokens,
         block_size,
     )
-    cu = buf.d_cu_seqlens[: G + 1]
-    active = xp.gt(cu[1:], cu[:G])
-    last = xp.clip(cu[1:] - 1, 0, T - 1)
+    active, last = last_rows(xp, buf.d_cu_seqlens[: G + 1], G, T)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0)
-    logits = xp.int_matmul(last_hidden, w.lm_head_f64)
-    proposals = argmax_lowest(xp, logits)
-    margins = top_margin(xp, logits, proposals) / EXACT_SCORE_SCALE
-    return last_hidden, xp.where(active, proposals, -1), xp.where(active, margins, 0.0)
+    proposals, margins = propose(xp, xp.int_matmul(last_hidden, w.lm_head_f64), active, EXACT_SCORE_SCALE)
+    return last_hidden, proposals, margins

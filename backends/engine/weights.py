@@ -1,4 +1,5 @@
-"""Model weights as device tensors (names as reference/README.md §1)."""
+"""Model weights as device tensors: the integer model's (names as reference/README.md §1), or the
+float model's (``float_weights``), picked by ``EngineConfig.model``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+
+from graphcheck.backends.engine.float_weights import FLOAT_MODELS, FloatWeights
+from graphcheck.scenario import EngineConfig
 
 WEIGHT_NAMES = (
     "embed",
@@ -61,3 +65,15 @@ class EngineWeights:
 
     def named_tensors(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def load_weights(xp, config: EngineConfig, source: Any) -> EngineWeights | FloatWeights:
+    """The engine's weights for ``config.model``.
+
+    ``exact``: the integer arrays of ``source`` (reference weights, or EngineWeights as they are).
+    A float model draws its own from ``config.model_seed`` (``FloatWeights.for_config``):
+    ``source`` is used only when it already is FloatWeights.
+    """
+    if config.model in FLOAT_MODELS:
+        return source if isinstance(source, FloatWeights) else FloatWeights.for_config(xp, config)
+    return source if isinstance(source, EngineWeights) else EngineWeights.from_arrays(xp, source)

@@ -17,6 +17,12 @@ Rules that keep the facade portable (PaddlePaddle traps included):
 * Integer matmuls go through :meth:`int_matmul` (float64 matmul, then round):
   exact because every operand in this project is a small integer, and it works
   where int64 matmul does not (CUDA).
+* The float model (``float32`` / ``bfloat16``) multiplies through
+  :meth:`float_matmul` and does its elementwise math in float32; a framework
+  without a bfloat16 kernel for an op on its device upcasts inside the facade
+  (paddle on the CPU: matmul, where), so kernels never test for it.
+* :meth:`to_host` returns NumPy arrays; a bfloat16 tensor comes back as float32
+  (NumPy has no bfloat16), exactly.
 * No operation here caches tensors: a kernel may only touch its arguments and
   what it creates itself (the emulated graph runner checks this).
 * :meth:`to_host` is the only device-to-host path and announces itself through
@@ -35,12 +41,14 @@ DType = Any
 
 
 class ArrayOps(abc.ABC):
-    """Abstract array facade. ``int64``, ``float64`` and ``bool`` are dtype handles."""
+    """Abstract array facade. ``int64``, ``float64``, ``float32``, ``bfloat16`` and ``bool`` are dtype handles."""
 
     framework: str
     device: str
     int64: DType
     float64: DType
+    float32: DType
+    bfloat16: DType
     bool: DType
 
     # -- creation ------------------------------------------------------
@@ -167,6 +175,10 @@ class ArrayOps(abc.ABC):
     @abc.abstractmethod
     def exp(self, x: Tensor) -> Tensor: ...
 
+    @abc.abstractmethod
+    def rsqrt(self, x: Tensor) -> Tensor:
+        """``1 / sqrt(x)`` elementwise (float32 or float64)."""
+
     # -- reductions and scans ------------------------------------------
     @abc.abstractmethod
     def sum(self, x: Tensor, axis: int, keepdims: bool = False) -> Tensor: ...
@@ -233,14 +245,23 @@ class ArrayOps(abc.ABC):
         flat = self.reshape(x, (-1,))
         return self.index_select(flat, rows * width + cols, 0)
 
-    # -- float64 math --------------------------------------------------
+    # -- float math ----------------------------------------------------
     @abc.abstractmethod
     def matmul(self, a: Tensor, b: Tensor) -> Tensor:
-        """float64 (batched) matmul."""
+        """(Batched) matmul in the operands' float dtype (float64 for the integer model)."""
 
     @abc.abstractmethod
     def round_to_int(self, x: Tensor) -> Tensor:
         """Round a float64 tensor to the nearest int64."""
+
+    def float_matmul(self, a: Tensor, b: Tensor, dtype: DType) -> Tensor:
+        """(Batched) matmul in ``dtype``: both operands cast to it, the result in it.
+
+        A framework without a ``dtype`` matmul kernel on its device overrides this
+        to multiply in float32 and round the result to ``dtype`` (what a bfloat16
+        GEMM with float32 accumulation returns, up to summation order).
+        """
+        return self.matmul(self.astype(a, dtype), self.astype(b, dtype))
 
     def int_matmul(self, a: Tensor, b: Tensor) -> Tensor:
         """Exact integer matmul for small integer operands: float64 matmul, then round."""

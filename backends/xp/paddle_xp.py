@@ -14,6 +14,12 @@ Paddle traps this module absorbs, so the kernels stay framework-neutral:
 * ``paddle.sort`` returns no indices: ``argsort`` (stable) and a gather.
 * creation ops default to the global expected place (a GPU build picks
   ``gpu:0``): every creation passes this facade's place explicitly.
+* bfloat16 on the CPU has no ``matmul``, ``where``, ``add``, ``max`` or ``exp``
+  kernel (paddle 3.3): :meth:`float_matmul` multiplies in float32 and rounds
+  the result to bfloat16, :meth:`where` selects in float32 and casts back
+  (exact); the float model does its elementwise math in float32 anyway.
+  ``Tensor.numpy()`` of bfloat16 gives raw uint16 bits: :meth:`to_host`
+  upcasts to float32 first.
 
 ``to_host`` announces itself through ``kernels.host_sync`` and refuses a
 storage an emulated capture poisoned (paddle has no dispatch hook that could
@@ -47,12 +53,20 @@ class PaddleArrayOps(ArrayOps):
         self.place = _place(device)
         self.int64 = paddle.int64
         self.float64 = paddle.float64
+        self.float32 = paddle.float32
+        self.bfloat16 = paddle.bfloat16
         self.bool = paddle.bool
 
     def __repr__(self) -> str:
         return f"PaddleArrayOps({self.device!r})"
 
     # -- helpers -------------------------------------------------------
+    def _lacks_bf16(self, *tensors) -> bool:
+        """Whether an op on these tensors needs the float32 detour (bfloat16 on the CPU)."""
+        return self.device == "cpu" and any(
+            isinstance(t, paddle.Tensor) and t.dtype == paddle.bfloat16 for t in tensors
+        )
+
     def _scalar_dtype(self, value):
         if isinstance(value, (bool, np.bool_)):
             return paddle.bool
@@ -94,6 +108,8 @@ class PaddleArrayOps(ArrayOps):
     def to_host(self, x):
         host_sync("to_host")
         check_not_poisoned(x, "to_host")
+        if x.dtype == paddle.bfloat16:
+            x = x.astype(paddle.float32)
         return np.array(x.numpy(), copy=True)
 
     # -- dtype and shape -----------------------------------------------
@@ -176,6 +192,8 @@ class PaddleArrayOps(ArrayOps):
             y, x = self._scalar_pair(y, x)
         elif not y_t:
             x, y = self._scalar_pair(x, y)
+        if self._lacks_bf16(x, y):  # no bfloat16 where on the CPU: select in float32, exact
+            return paddle.where(cond, x.astype(paddle.float32), y.astype(paddle.float32)).astype(paddle.bfloat16)
         return paddle.where(cond, x, y)
 
     def bitwise_xor(self, x, y):
@@ -189,6 +207,9 @@ class PaddleArrayOps(ArrayOps):
 
     def exp(self, x):
         return paddle.exp(x)
+
+    def rsqrt(self, x):
+        return paddle.rsqrt(x)
 
     # -- reductions ------------------------------------------------------
     def sum(self, x, axis, keepdims=False):
@@ -236,6 +257,13 @@ class PaddleArrayOps(ArrayOps):
     # -- float64 math ----------------------------------------------------
     def matmul(self, a, b):
         return paddle.matmul(a, b)
+
+    def float_matmul(self, a, b, dtype):
+        """Matmul in ``dtype``; bfloat16 on the CPU (no kernel) multiplies in float32 and rounds the result."""
+        if dtype == paddle.bfloat16 and self.device == "cpu":
+            f32 = paddle.float32
+            return paddle.matmul(a.astype(f32), b.astype(f32)).astype(dtype)
+        return paddle.matmul(a.astype(dtype), b.astype(dtype))
 
     def round_to_int(self, x):
         return paddle.round(x).astype(paddle.int64)

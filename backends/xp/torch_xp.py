@@ -9,6 +9,11 @@ from graphcheck.backends.graphs.kernels import host_sync
 from graphcheck.backends.xp.base import ArrayOps, Tensor
 
 
+def _numpy_able(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or its exact float32 upcast when NumPy has no dtype for it (bfloat16)."""
+    return x.float() if x.dtype == torch.bfloat16 else x
+
+
 class TorchArrayOps(ArrayOps):
     framework = "torch"
 
@@ -17,6 +22,8 @@ class TorchArrayOps(ArrayOps):
         self._device = torch.device(device)
         self.int64 = torch.int64
         self.float64 = torch.float64
+        self.float32 = torch.float32
+        self.bfloat16 = torch.bfloat16
         self.bool = torch.bool
 
     def __repr__(self) -> str:
@@ -38,19 +45,23 @@ class TorchArrayOps(ArrayOps):
     # -- host transfer -------------------------------------------------
     def to_host(self, x):
         host_sync("to_host")
-        return x.detach().cpu().numpy().copy()
+        return _numpy_able(x.detach()).cpu().numpy().copy()
 
     def to_host_many(self, xs, *, copy=True):
-        """One transfer for all of ``xs`` on a GPU (their bytes concatenated); copies or views on the CPU."""
+        """One transfer for all of ``xs`` on a GPU (their bytes concatenated); copies or views on the CPU.
+
+        bfloat16 tensors come back as float32 (a copy, also with ``copy=False``).
+        """
         if self._device.type == "cpu":
             if copy:
                 return [self.to_host(x) for x in xs]
             host_sync("to_host")
-            return [x.detach().numpy() for x in xs]
+            return [_numpy_able(x.detach()).numpy() for x in xs]
         if len(xs) < 2:
             return [self.to_host(x) for x in xs]
         host_sync("to_host")
-        flat = [x.detach().contiguous().reshape(-1).view(torch.uint8) for x in xs]
+        xs = [_numpy_able(x.detach()) for x in xs]
+        flat = [x.contiguous().reshape(-1).view(torch.uint8) for x in xs]
         data = torch.cat(flat).cpu().numpy()
         out, start = [], 0
         for x, f in zip(xs, flat):
@@ -143,6 +154,9 @@ class TorchArrayOps(ArrayOps):
 
     def exp(self, x):
         return torch.exp(x)
+
+    def rsqrt(self, x):
+        return torch.rsqrt(x)
 
     # -- reductions ------------------------------------------------------
     def sum(self, x, axis, keepdims=False):
