@@ -201,10 +201,10 @@ def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
         lockstep = Lockstep(scenario, resolve("cpu"))
         eager, graph = lockstep.eager, lockstep.graph
         built = (eager.memory_bytes(), graph.memory_bytes(), graph.runner.memory_bytes() if graph.runner else 0)
-        reference = _numpy_bytes(lockstep.reference)
+        reference = _numpy_bytes(lockstep.oracle)
         for t in range(scenario.num_steps):
             assert lockstep.step(t), [d.headline() for d in lockstep.outcome.failures]
-            reference = max(reference, _numpy_bytes(lockstep.reference))
+            reference = max(reference, _numpy_bytes(lockstep.oracle))
     nbytes = eager.xp.nbytes
     return Measured(
         *built,
