@@ -1,12 +1,12 @@
 """The built-in engine under every decoding contract (graphcheck.contract), point by point.
 
-For each point of the ``fastdeploy`` preset: (a) the reference
+For each point of the ``fastdeploy`` / ``fastdeploy-xpu`` presets: (a) the reference
 shows the fact, (b) the engine on the CPU runs a scenario exercising it clean in lockstep
 (eager vs graph bit for bit, both equal to the reference under that contract), and (c)
 where the checker's verdict depends on the contract, it does: an engine that follows one
 contract diverges from the reference of another. Kernel-level tests compare the batched
-kernels (row seeds, the eos ban) with the reference on hand-made batches. A Hypothesis
-property closes: random scenarios are clean under the preset.
+kernels (row seeds, the eos ban, the verify window) with the reference on hand-made
+batches. A Hypothesis property closes: random scenarios are clean under both presets.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from graphcheck.backends.engine import rng as engine_rng
 from graphcheck.backends.engine.buffers import allocate_buffers
 from graphcheck.backends.engine.sampling import ban_eos as engine_ban_eos
 from graphcheck.backends.engine.sampling import build_sampling_params
+from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.xp import make_ops
 from graphcheck.check.lockstep import Lockstep, check_scenario
 from graphcheck.contract import CONTRACT_NAMES, CONTRACTS, DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, Contract
@@ -35,7 +36,8 @@ from graphcheck.reference import rng as ref_rng
 from graphcheck.reference.decoder import ReferenceDecoder, decode
 from graphcheck.reference.rules import ban_eos, next_seed, row_seed
 from graphcheck.reference.sampling import candidates, probabilities
-from graphcheck.reference.verify import judge_row
+from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row
+from graphcheck.reference.verify import verify as ref_verify
 from graphcheck.scenario import (
     MAX_EOS_IDS,
     SEED_MODULUS,
@@ -503,10 +505,167 @@ def test_the_engine_is_clean_on_near_threshold_rows_under_the_wide_band(cpu, str
 
 
 # ---------------------------------------------------------------------------
+# 7. verify_window (fastdeploy-xpu)
+# ---------------------------------------------------------------------------
+
+
+def _row(ranked: tuple[int, ...], length: int, token: int | None = None) -> RowVerdict:
+    return RowVerdict(ranked[:length], ranked[0] if token is None else token, ranked=ranked)
+
+
+def test_the_verify_window_accepts_second_then_top_drafts() -> None:
+    rows = [_row((5, 0), 1), _row((3, 4), 1), _row((1, 2), 1), _row((6, 7), 1)]
+    inp = VerifyInput(drafts=(0, 3, 1), step_idx=0, max_dec_len=20, eos=(15,))
+    assert ref_verify(inp, lambda i: rows[i]).tokens == (5,)
+    windowed = dataclasses.replace(inp, verify_window=FASTDEPLOY_XPU.verify_window)
+    assert ref_verify(windowed, lambda i: rows[i]).tokens == (0, 3, 1, 6)
+    # Every draft of the window must exist, and each must be its own row's top.
+    assert ref_verify(dataclasses.replace(windowed, drafts=(0, 3)), lambda i: rows[i]).tokens == (5,)
+    assert ref_verify(dataclasses.replace(windowed, drafts=(0, 3, 2)), lambda i: rows[i]).tokens == (5,)
+    # The walk goes on after the window: a fourth draft accepted on its own.
+    rows4 = rows[:3] + [_row((6, 7), 2), _row((9, 8), 1)]
+    assert ref_verify(dataclasses.replace(windowed, drafts=(0, 3, 1, 7)), lambda i: rows4[i]).tokens == (0, 3, 1, 7, 9)
+    # An eos inside the window stops the emit there.
+    assert ref_verify(dataclasses.replace(windowed, eos=(3,)), lambda i: rows[i]).tokens == (0, 3)
+
+
+def _verify_batch(gen: np.random.Generator, G: int, K1: int, C: int, V: int):
+    """A random verify batch: per slot n tokens, drafts, and per output row ranked candidates,
+    their accepted length and the phase-2 token; drafts are often a row's first or second candidate."""
+    counts = gen.integers(0, K1 + 1, size=G)
+    cu = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    rows = int(cu[-1]) + 2
+    ranked = np.stack([gen.permutation(V)[:C] for _ in range(rows)])
+    length = gen.integers(0, 3, size=rows)
+    token = gen.integers(0, V, size=rows)
+    drafts = np.full((G, K1), -1, dtype=np.int64)
+    for b in range(G):
+        for i in range(max(0, int(counts[b]) - 1)):
+            r = cu[b] + i
+            pick = gen.integers(0, 4)
+            drafts[b, i + 1] = ranked[r, 0] if pick < 2 else ranked[r, 1] if pick == 2 else gen.integers(0, V)
+    return counts, cu, rows, ranked, length, token, drafts
+
+
+def _table_rows(ranked: np.ndarray, length: np.ndarray, token: np.ndarray, first: int):
+    """``row(i)`` of a slot whose output rows start at ``first``, from the batch's tables."""
+
+    def row(i: int) -> RowVerdict:
+        r = first + i
+        ids = tuple(int(t) for t in ranked[r])
+        return RowVerdict(ids[: int(length[r])], int(token[r]), ranked=ids)
+
+    return row
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("window", [0, 1, 2, 3])
+def test_the_batched_verify_window_matches_the_reference(framework: str, window: int) -> None:
+    xp = _xp(framework)
+    G, k, C, V = 6, 4, 3, 5
+    K1 = k + 1
+    config = _config(num_speculative_tokens=k, max_num_seqs=G, capture_sizes=(G,), vocab_size=16)
+    gen = np.random.default_rng(window)
+    fired = 0
+    for trial in range(40):
+        counts, cu, rows, ranked, length, token, drafts = _verify_batch(gen, G, K1, C, V)
+        override = np.where(gen.random(G) < 0.15, gen.integers(0, K1, size=G), -1)
+        reasoning = np.where(gen.random(G) < 0.1, 1, 0)
+        step_idx = gen.integers(0, 10, size=G)
+        max_dec = gen.integers(5, 30, size=G)
+        eos = np.full((G, MAX_EOS_IDS), -1, dtype=np.int64)
+        eos[:, 0] = gen.integers(0, V + 3, size=G)  # sometimes outside the ids drawn
+        buf = allocate_buffers(xp, config)
+        _put(xp, buf.seq_lens_this_time, counts)
+        _put(xp, buf.stop_flags, np.zeros(G, dtype=bool))
+        _put(xp, buf.seq_lens_encoder, np.zeros(G, dtype=np.int64))
+        _put(xp, buf.cu_seqlens_out, cu)
+        _put(xp, buf.accept_override, override)
+        _put(xp, buf.reasoning_status, reasoning)
+        _put(xp, buf.step_idx, step_idx)
+        _put(xp, buf.max_dec_len, max_dec)
+        _put(xp, buf.eos_ids, eos)
+        _put(xp, buf.draft_tokens, drafts)
+        verify_drafts(
+            xp,
+            buf,
+            xp.from_numpy(token),
+            xp.from_numpy(ranked),
+            xp.from_numpy(length),
+            G,
+            True,
+            "normal",
+            verify_window=window,
+        )
+        got_tokens, got_num = xp.to_host(buf.accept_tokens), xp.to_host(buf.accept_num)
+        for b in range(G):
+            if counts[b] == 0:
+                assert got_num[b] == 0 and (got_tokens[b] == -1).all()  # idle slots untouched
+                continue
+            inp = VerifyInput(
+                drafts=tuple(int(d) for d in drafts[b, 1 : counts[b]]),
+                step_idx=int(step_idx[b]),
+                max_dec_len=int(max_dec[b]),
+                eos=(int(eos[b, 0]),),
+                reasoning_status=int(reasoning[b]),
+                override=None if override[b] < 0 else int(override[b]),
+                verify_window=window,
+            )
+            row = _table_rows(ranked, length, token, int(cu[b]))
+            want = ref_verify(inp, row)
+            plain = ref_verify(dataclasses.replace(inp, verify_window=0), row)
+            fired += want.tokens != plain.tokens
+            got = tuple(int(t) for t in got_tokens[b, : got_num[b]])
+            assert got == want.tokens, (trial, b, inp)
+    assert fired > 0 if window else fired == 0
+
+
+def _window_scenario(contract: str, scope: str = "step") -> Scenario:
+    """TOPP, k = S = 4, narrow candidates: at step 3 request a's drafts hold a verify window (found by search)."""
+    config = _config(
+        contract,
+        verify_strategy="topp",
+        num_speculative_tokens=4,
+        num_model_steps=4,
+        vocab_size=8,
+        max_candidate_len=3,
+        model_seed=289,
+        graph_scope=scope,
+    )
+    requests = (
+        RequestSpec("a", 0, (1, 2, 3), 30, (7,), top_p=0.3, seed=7),
+        RequestSpec("b", 1, (4, 5), 30, (6,), temperature=0.5, top_p=0.5, seed=9),
+    )
+    return _scenario(config, *requests, num_steps=12)
+
+
+def test_the_window_fires_in_the_window_scenario() -> None:
+    with_window, without = decode(_window_scenario("fastdeploy-xpu")), decode(_window_scenario("fastdeploy"))
+    assert _plain(with_window) != _plain(without)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_engine_verifies_with_the_window(cpu, scope: str) -> None:
+    scenario = _window_scenario("fastdeploy-xpu", scope)
+    _clean(scenario, cpu)
+    # Not only clean: the engine's tokens are the reference's up to and through the window step.
+    reference = decode(scenario)
+    engine = run_script(Engine(scenario.config, make_weights(scenario.config), device=cpu), scenario)
+    plain = decode(_window_scenario("fastdeploy", scope))
+    step = next(t for t, (a, b) in enumerate(zip(_plain(reference), _plain(plain))) if a != b)
+    assert _plain(engine)[: step + 1] == _plain(reference)[: step + 1]
+
+
+def test_a_window_diverges_under_the_plain_fastdeploy_contract(cpu) -> None:
+    first = _first_failure(_window_scenario("fastdeploy"), cpu, "fastdeploy-xpu")
+    assert (first.kind, first.tensor) == ("token", "accept_tokens")
+
+
+# ---------------------------------------------------------------------------
 # All points at once: random scenarios
 # ---------------------------------------------------------------------------
 
-_FASTDEPLOY_CONTRACTS = st.sampled_from(("fastdeploy",))
+_FASTDEPLOY_CONTRACTS = st.sampled_from(("fastdeploy", "fastdeploy-xpu"))
 
 
 @settings(max_examples=10, deadline=None)

@@ -485,6 +485,7 @@ class Engine:
             cand_ids is not None,
             cfg.accept_policy,
             reasoning_rule=reasoning_rule,
+            verify_window=self.contract.verify_window,
         )
 
     def _advances_seed(self) -> bool:
