@@ -37,6 +37,13 @@ Eager steps are exact-size: after the draft preprocess they read the draft
 token counts back (one host sync, like FastDeploy's blocking path); graph
 steps never sync mid-step. Every step ends with one packed read-back.
 
+Contract. The kernels follow ``config.contract`` (``graphcheck.contract``,
+``Engine.contract``): when ``infer_seed`` advances and how row seeds are formed
+(``build_sampling_params``), the eos ban below ``min_tokens`` (``ban_eos``, after
+``model_scores``), one eos list per batch (written into the running slots' ``eos_ids``
+rows at admission) and the TOPP verify window (``verify_drafts``). docs/adapters.md
+lists each point; under ``default`` the step runs the kernels it always ran.
+
 Faults (all off unless injected) switch a real path, here or in the kernel this
 module hands a keyword flag: ``graphcheck.backends.engine.faults`` lists each
 one, the bug it mirrors and the function its switch is in.
