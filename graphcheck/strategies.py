@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Sequence, TypeVar, Union
 
 from hypothesis import strategies as st
 
+from graphcheck.contract import CONTRACT_NAMES
 from graphcheck.scenario import (
     MAX_CANDIDATE_LEN,
     MAX_EOS_IDS,
@@ -155,8 +156,12 @@ def engine_configs(
     max_model_len: int = DEFAULT.max_model_len,
     model_seed: Knob[int] = None,
     max_seqs_cap: int = 6,
+    contract: Knob[str] = None,
 ) -> EngineConfig:
     """An EngineConfig; each knob is a fixed value, a strategy, or None for the default spread.
+
+    ``contract`` (a ``graphcheck.contract`` preset name) is "default" unless given; None
+    draws nothing, so the default spread of every other knob stays as it was.
 
     By default max_num_seqs is often below the largest capture size (buffers
     must still hold the largest padded batch), and ``num_model_steps`` (S) is
@@ -186,6 +191,7 @@ def engine_configs(
         naive_mode=draw(_knob(naive_mode, _pick(False, False, False, True))),
         graph_scope=draw(_knob(graph_scope, _pick(*SCOPES))),
         model_seed=draw(_knob(model_seed, st.integers(0, 2**16))),
+        contract="default" if contract is None else draw(_knob(contract, _pick(*CONTRACT_NAMES))),
     )
 
 

@@ -45,6 +45,13 @@ kernels, buffers, graphs and faults; sampling sees float64 scores (the integer
 logits / 8, or the float logits). ``model_report()`` reads back what the model
 produced in the last step (``graphcheck.model_report``).
 
+Contract. The kernels follow ``config.contract`` (``graphcheck.contract``,
+``Engine.contract``): when ``infer_seed`` advances and how row seeds are formed
+(``build_sampling_params``), the eos ban below ``min_tokens`` (``ban_eos``, after
+``model_scores``), one eos list per batch (written into the running slots' ``eos_ids``
+rows at admission) and the TOPP verify window (``verify_drafts``). docs/adapters.md
+lists each point; under ``default`` the step runs the kernels it always ran.
+
 Faults (all off unless injected) switch a real path, here or in the kernel this
 module hands a keyword flag: ``graphcheck.backends.engine.faults`` lists each
 one, the bug it mirrors and the function its switch is in.
@@ -65,6 +72,7 @@ from graphcheck.backends.engine.sampling import (
     EXACT_SCORE_SCALE,
     RowParams,
     advance_infer_seed,
+    ban_eos,
     build_sampling_params,
     model_scores,
     sample_tokens,
@@ -99,6 +107,7 @@ from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import load_weights
 from graphcheck.backends.graphs.base import iter_tensors
 from graphcheck.backends.xp import make_ops
+from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
 from graphcheck.state import EngineState
@@ -155,6 +164,8 @@ class Engine:
         faults: Any = frozenset(),
     ):
         self.config = config
+        # The decoding contract the kernels follow (graphcheck.contract; docs/adapters.md).
+        self.contract = contract_named(config.contract)
         self.faults = fault.check_faults(faults)
         # Fault keywords of pack_draft_inputs (all False in a correct engine); faults are fixed here.
         self._draft_pack_faults = {
@@ -340,6 +351,7 @@ class Engine:
         floats = np.zeros((n, 2), dtype=np.float64)
         prompts = np.full((n, L), -1, dtype=np.int64)
         eos = np.full((n, MAX_EOS_IDS), -1, dtype=np.int64)
+        batch_eos = admitted[-1].spec.eos_token_ids if self.contract.eos_scope == "batch" else None
         for i, req in enumerate(admitted):
             spec = req.spec
             req.reasoning_status = reasoning_status_at(spec, t)
@@ -350,12 +362,33 @@ class Engine:
             ints[i, ADMIT_REASONING] = req.reasoning_status
             floats[i] = (spec.top_p, spec.temperature)
             prompts[i, : len(spec.prompt)] = spec.prompt
-            eos[i, : len(spec.eos_token_ids)] = spec.eos_token_ids
+            own = spec.eos_token_ids if batch_eos is None else batch_eos
+            eos[i, : len(own)] = own
         xp = self.xp
         batch = AdmitBatch(
             xp.from_numpy(slots), xp.from_numpy(ints), xp.from_numpy(floats), xp.from_numpy(prompts), xp.from_numpy(eos)
         )
         admit_slots(xp, self.buffers, batch)
+        if batch_eos is not None:
+            self._share_batch_eos(admitted, eos[-1])
+
+    def _share_batch_eos(self, admitted: list[Request], row: np.ndarray) -> None:
+        """eos_scope "batch": one eos list for the whole batch, the last admitted request's.
+
+        Kept in the per-slot ``eos_ids`` rows, so every kernel reads it as before: admission
+        writes the list of the last request admitted (FIFO, script order) into the rows of the
+        requests it admits and of every request already running. Free slots keep the idle
+        value, and a later request finds the list of whoever was admitted last; no other
+        buffer is needed.
+        """
+        new = {r.slot for r in admitted}
+        others = [r.slot for r in self.scheduler.running() if r.slot not in new]
+        if not others:
+            return
+        xp = self.xp
+        slots = np.array(others, dtype=np.int64)
+        rows = np.broadcast_to(row, (len(others), MAX_EOS_IDS))
+        write_slot_values(xp, self.buffers.eos_ids, xp.from_numpy(slots), xp.from_numpy(rows))
 
     def _sync_reasoning(self, running: list[Request], t: int) -> None:
         changed = []
@@ -438,7 +471,7 @@ class Engine:
         # naive-seed-frozen: the NAIVE path lost the seed advance (it moved into the MTP-only op);
         # seed-advance-outside-graph: the advance left the op (_run_eager does it, eager steps only).
         frozen = cfg.naive_mode and self._fault(fault.NAIVE_SEED_FROZEN)
-        advance = not frozen and not self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH)
+        advance = self._advances_seed() and not frozen and not self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH)
         params = RowParams(
             *build_sampling_params(
                 xp,
@@ -448,9 +481,12 @@ class Engine:
                 cfg.seed_increment,
                 advance,
                 seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
+                wrap_row_seeds=self.contract.row_seed == "int64_wrap",
             )
         )
         scores = model_scores(xp, buf, logits, self._score_scale)
+        if self.contract.min_tokens > 0:  # after model_scores: the model report keeps the scores unbanned
+            scores = ban_eos(xp, buf, scores, self.contract.min_tokens)
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, scores, params, cfg.max_candidate_len)
         else:
@@ -467,7 +503,12 @@ class Engine:
             cand_ids is not None,
             cfg.accept_policy,
             reasoning_rule=reasoning_rule,
+            verify_window=self.contract.verify_window,
         )
+
+    def _advances_seed(self) -> bool:
+        """Whether a running slot's ``infer_seed`` moves on in a step (the contract's ``seed_advance``)."""
+        return self.contract.advances_seed(self.config.verify_strategy, self.config.naive_mode)
 
     def _target_forward(self, num_tokens: int, num_rows: int, tables: Any) -> Any:
         """The target forward over the packed buffers, attending through ``tables``."""
@@ -535,7 +576,7 @@ class Engine:
         self._pack_target_eager(R, tokens)
         hidden, logits = self._target_forward(tokens, rows, self._attention_tables())
         self._sample_and_verify(R, rows, logits, graph_step=False)
-        if self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH):  # host-driven advance, eager steps only
+        if self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH) and self._advances_seed():  # host-driven, eager steps only
             advance_infer_seed(xp, buf, R, cfg.seed_increment)
         update_model_status(xp, buf, R, cfg.naive_mode)
         if not cfg.naive_mode:

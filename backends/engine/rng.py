@@ -4,6 +4,12 @@ splitmix64 in wrapping int64 arithmetic: logical right shifts are an arithmetic
 shift plus a mask, multiplications wrap modulo 2**64 (two's complement). Every
 output row has its own seed and draws one number, so there is no generator state.
 Plain helpers, called from inside kernels.
+
+Two row-seed arithmetics, one per contract (``graphcheck.contract`` ``row_seed``):
+:func:`add_mod` (``modular``, always in [0, M)) and :func:`add_int64_rem`
+(``int64_wrap``: the int64 sum wraps and C's remainder keeps its sign, so it
+can be negative). A negative seed hashes its two's complement bits, exactly as
+``reference.rng`` does.
 """
 
 from __future__ import annotations
@@ -49,3 +55,16 @@ def add_mod(xp, s, a):
     """``(s + a) mod SEED_MODULUS`` for 0 <= s, a < M without int64 overflow in the kept branch."""
     room = xp.const_like(s, SEED_MODULUS) - a
     return xp.where(xp.ge(s, room), s - room, s + a)
+
+
+def add_int64_rem(xp, s, a):
+    """``(s + a) % SEED_MODULUS`` as int64 C code computes it: the sum wraps (two's complement),
+    the remainder takes the sign of the dividend (``reference.rules.row_seed``, ``int64_wrap``).
+
+    Every int64 ``x`` has ``|x| <= 2**63 < 2 M``, so C's ``x % M`` is ``x - M`` when ``x >= M``,
+    ``x + M`` when ``x <= -M``, and ``x`` otherwise: comparisons and one add, no division.
+    """
+    total = s + a
+    modulus = xp.const_like(total, SEED_MODULUS)
+    negated = xp.const_like(total, -SEED_MODULUS)
+    return xp.where(xp.ge(total, modulus), total - modulus, xp.where(xp.le(total, negated), total + modulus, total))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graphcheck.backends.engine.rng import add_mod, uniform, uniform_open0
+from graphcheck.backends.engine.rng import add_int64_rem, add_mod, uniform, uniform_open0
 from graphcheck.backends.graphs.kernels import kernel
 
 
@@ -40,13 +40,24 @@ def _advance_seed(xp, buf, num_slots, increment):
 
 @kernel
 def build_sampling_params(
-    xp, buf, num_slots: int, num_rows: int, increment: int, advance_seed: bool = True, *, seed_by_row: bool = False
+    xp,
+    buf,
+    num_slots: int,
+    num_rows: int,
+    increment: int,
+    advance_seed: bool = True,
+    *,
+    seed_by_row: bool = False,
+    wrap_row_seeds: bool = False,
 ):
     """Expand per-slot sampling params to rows; advance ``infer_seed`` in place.
 
-    ``advance_seed`` is False only under the naive-seed-frozen and
+    ``advance_seed`` is False where the contract does not advance the seed in this
+    configuration (``Contract.advances_seed``), and under the naive-seed-frozen and
     seed-advance-outside-graph faults; ``seed_by_row`` (seed-indexed-by-token)
     takes a row's base seed from ``infer_seed[row]`` instead of its slot's.
+    ``wrap_row_seeds``: the contract's ``int64_wrap`` row seeds (``rng.add_int64_rem``,
+    negative near the modulus) instead of ``add_mod``.
     """
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
@@ -55,7 +66,8 @@ def build_sampling_params(
     local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
     seed_index = xp.clip(xp.arange(N), 0, int(buf.infer_seed.shape[0]) - 1) if seed_by_row else slot
     base = xp.index_select(buf.infer_seed, seed_index, 0)
-    seed = xp.where(valid, add_mod(xp, base, xp.maximum(local, 0) * 4), 0)
+    row_seed = add_int64_rem if wrap_row_seeds else add_mod
+    seed = xp.where(valid, row_seed(xp, base, xp.maximum(local, 0) * 4), 0)
     top_p = xp.where(valid, xp.index_select(buf.top_p, slot, 0), 1.0)
     top_k = xp.where(valid, xp.index_select(buf.top_k, slot, 0), 0)
     temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
@@ -93,6 +105,28 @@ def model_scores(xp, buf, logits, scale: float):
         scores = scores / scale
     xp.assign_(buf.step_scores, slice(0, int(scores.shape[0])), scores)
     return scores
+
+
+@kernel
+def ban_eos(xp, buf, scores, min_tokens: int):
+    """The contract's ``min_tokens``: ``scores`` with every eos id of a row's slot at minus
+    infinity in the rows j of a slot where ``step_idx + j < min_tokens`` (``reference.rules.ban_eos``).
+
+    Returns new scores; ``buf.step_scores`` (the model report) keeps the scores before the ban.
+    A row whose eos ids cover the whole vocabulary is left as it is; padding rows too.
+    """
+    N, V = int(scores.shape[0]), int(scores.shape[1])
+    owner = buf.batch_ids_out[:N]
+    valid = xp.ge(owner, 0)
+    slot = xp.where(valid, owner, 0)
+    local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
+    young = xp.lt(xp.index_select(buf.step_idx, slot, 0) + local, min_tokens)
+    eos = xp.index_select(buf.eos_ids, slot, 0)  # [N, MAX_EOS_IDS], -1 padded
+    vocab = xp.reshape(xp.arange(V), (1, 1, V))
+    is_eos = xp.any(xp.eq(xp.unsqueeze(eos, 2), vocab), 1)  # [N, V]
+    some_left = xp.lt(xp.sum(xp.astype(is_eos, xp.int64), -1), V)
+    banned = xp.logical_and(xp.logical_and(valid, young), some_left)
+    return xp.where(xp.logical_and(is_eos, xp.unsqueeze(banned, 1)), float("-inf"), scores)
 
 
 def probabilities(xp, scores, temperature):

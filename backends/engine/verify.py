@@ -56,6 +56,7 @@ def verify_drafts(
     accept_policy: str,
     *,
     reasoning_rule: bool = True,
+    verify_window: int = 0,
 ) -> None:
     """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
 
@@ -63,7 +64,8 @@ def verify_drafts(
     sample or topp_sample). ``cand_ids`` / ``cand_len``: TOPP candidates (when
     ``use_candidates``), else unused. ``reasoning_rule`` is False only under
     the reasoning-rule-skipped-in-graph fault: reasoning_status 1 then no
-    longer rejects the drafts.
+    longer rejects the drafts. ``verify_window``: the contract's TOPP verify
+    window (0: off; see :func:`_window_walk`).
     """
     G = num_slots
     K1 = int(buf.draft_tokens.shape[1])
@@ -94,7 +96,12 @@ def verify_drafts(
         phase1 = xp.full((G,), False, xp.bool)
     has_draft = xp.lt(cols, xp.unsqueeze(n, 1) - 1)
     accept = xp.logical_and(xp.logical_and(has_draft, xp.unsqueeze(phase1, 1)), decision)
-    accepted = first_true(xp, xp.logical_not(accept), K1)  # leading accepted drafts
+    if use_candidates and verify_window > 0 and accept_policy == "normal":
+        window = _window_starts(xp, cands, drafts, has_draft, verify_window)
+        window = xp.logical_and(xp.logical_and(window, xp.unsqueeze(phase1, 1)), xp.lt(override, 0))
+        accepted = _window_walk(xp, accept, window, verify_window)
+    else:
+        accepted = first_true(xp, xp.logical_not(accept), K1)  # leading accepted drafts
 
     bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
     a2 = xp.unsqueeze(accepted, 1)
@@ -102,3 +109,52 @@ def verify_drafts(
     out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G])
     xp.masked_assign_(buf.accept_tokens, slice(0, G), running, out)
     xp.masked_assign_(buf.accept_num, slice(0, G), running, count)
+
+
+def _shift_left(xp, x, by: int, fill):
+    """``x[:, by:]`` padded back to ``x``'s width with ``fill`` (column i then holds column i + by)."""
+    G, K1 = int(x.shape[0]), int(x.shape[1])
+    if by >= K1:
+        return xp.full((G, K1), fill, x.dtype)
+    return xp.concat([x[:, by:], xp.full((G, by), fill, x.dtype)], 1)
+
+
+def _window_starts(xp, cands, drafts, has_draft, w: int):
+    """[G, K1] bool: the verify window holds at column i (``reference.verify._window_holds``).
+
+    Draft i equals its row's second-ranked candidate, and each draft i + j (j = 1..w, all of
+    them drafts of the slot) equals row i + j's first-ranked one. ``cands`` [G, K1, C] hold
+    each row's candidates in rank order, whatever the accepted length.
+    """
+    C = int(cands.shape[2])
+    if C < 2:
+        return xp.full(tuple(drafts.shape), False, xp.bool)
+    top = cands[:, :, 0]
+    holds = xp.logical_and(xp.eq(drafts, cands[:, :, 1]), _shift_left(xp, has_draft, w, False))
+    for j in range(1, w + 1):
+        holds = xp.logical_and(holds, xp.eq(_shift_left(xp, drafts, j, -1), _shift_left(xp, top, j, -2)))
+    return holds
+
+
+def _window_walk(xp, accept, window, w: int):
+    """Leading accepted drafts of a phase-1 walk with the verify window, per slot [G].
+
+    From column 0, a column whose draft is accepted moves the walk on by one; else one where
+    the window holds moves it on by ``w + 1`` (that draft and the next w, all accepted); else
+    the walk stops. Unrolled over the K1 columns (every move covers at one column at least),
+    so the shapes stay static.
+    """
+    G, K1 = int(accept.shape[0]), int(accept.shape[1])
+    accept, window = xp.astype(accept, xp.int64), xp.astype(window, xp.int64)  # paddle gathers no bools
+    pos = xp.zeros((G,), xp.int64)
+    going = xp.full((G,), True, xp.bool)
+    for _ in range(K1):
+        at = xp.reshape(xp.clip(pos, 0, K1 - 1), (G, 1))
+        inside = xp.lt(pos, K1)
+        one = xp.logical_and(inside, xp.gt(xp.reshape(xp.gather(accept, at, 1), (G,)), 0))
+        jump = xp.logical_and(inside, xp.gt(xp.reshape(xp.gather(window, at, 1), (G,)), 0))
+        move = xp.where(one, 1, xp.where(jump, w + 1, 0))
+        move = xp.where(going, move, 0)
+        going = xp.logical_and(going, xp.gt(move, 0))
+        pos = pos + move
+    return pos
