@@ -128,7 +128,7 @@ def engine_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ()) ->
         + act * tokens * H  # d_prev_hidden
         + 8 * _OFFSET_FIELDS * (slots + 1)
         + 4 * act * cache_rows * H
-        + 8 * slots * (K1 * V + max(1, c.num_model_steps))  # model report: step_scores, draft_margins
+        + 8 * slots * (K1 * V + 2 * max(1, c.num_model_steps))  # model report: scores, draft margins, runners-up
     )
     draft_steps = 0 if c.naive_mode else c.num_model_steps
     vocab_rows = 2 if c.verify_strategy in ("greedy", "topp") and not c.naive_mode and c.graph_scope != "forward" else 1

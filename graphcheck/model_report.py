@@ -31,12 +31,14 @@ class ModelStep:
     decode step ``1 + len(verified drafts)``, a NAIVE step 1.
     ``draft_margins``: for each draft token proposed this step (the request's
     ``draft_tokens``), the draft model's best score minus its second best: how
-    far that proposal was from a tie.
+    far that proposal was from a tie; ``draft_runners_up``: each proposal's
+    second-best token (a near tie eager vs graph swaps the best and the runner-up).
     """
 
     request_id: str
     scores: Any
     draft_margins: tuple[float, ...] = ()
+    draft_runners_up: tuple[int, ...] = ()
 
 
 __all__ = ["ModelStep"]

@@ -121,7 +121,7 @@ def test_padded_rows_write_only_the_sink_block(xp):
     assert list(xp.to_host(buf.d_positions)[:4]) == [5, 6, 7, 0]
     hid = xp.to_host(hidden)
     np.testing.assert_array_equal(xp.to_host(buf.d_prev_hidden)[:3], hid[[3, 4, 6]])
-    last_hidden, proposals, _ = draft_forward(xp, weights, buf, 4, 12, CFG.block_size)
+    last_hidden, proposals, _, _ = draft_forward(xp, weights, buf, 4, 12, CFG.block_size)
     assert list(xp.to_host(proposals)[[0, 1]]) == [-1, -1]
     assert (xp.to_host(last_hidden)[[0, 1]] == 0).all()
     for name in ("draft_k_cache", "draft_v_cache"):

@@ -78,13 +78,28 @@ def test_a_seed_difference_is_never_a_near_tie() -> None:
     assert found and not any(d.ambiguous for d in found)
 
 
-def test_a_draft_proposal_flipped_at_a_small_margin_is_ambiguous() -> None:
+def _drafted(margin: float, runner_up: int) -> dict[str, ModelStep]:
+    return {"a": ModelStep("a", np.array([TIED]), (margin,), (runner_up,))}
+
+
+def test_a_draft_proposal_swapped_with_its_runner_up_at_a_small_margin_is_ambiguous() -> None:
     eager, graph = _step(0, (3,)), _step(0, (4,))
-    reports = ({"a": ModelStep("a", np.array([TIED]), (1e-5,))}, {"a": ModelStep("a", np.array([TIED]), (2e-5,))})
-    found = diff_engines_numeric(eager, graph, reports, TOL, Parting(), {"a": 0}, (eager, graph))
+    found = diff_engines_numeric(eager, graph, (_drafted(1e-5, 4), _drafted(2e-5, 3)), TOL, Parting(), {"a": 0})
     assert found and all(d.ambiguous for d in found) and "draft 0" in found[0].detail
-    wide = ({"a": ModelStep("a", np.array([TIED]), (0.7,))}, {"a": ModelStep("a", np.array([TIED]), (0.6,))})
-    found = diff_engines_numeric(eager, graph, wide, TOL, Parting(), {"a": 0}, (eager, graph))
+
+
+@pytest.mark.parametrize(
+    "eager_report, graph_report",
+    [
+        pytest.param((0.7, 4), (0.6, 3), id="margins-too-wide"),
+        pytest.param((1e-5, 5), (1e-5, 3), id="not-the-runner-up"),
+        pytest.param((1e-5, 4), (1e-5, 6), id="graph-runner-up-differs"),
+    ],
+)
+def test_a_draft_proposal_that_no_near_tie_explains_is_a_divergence(eager_report, graph_report) -> None:
+    eager, graph = _step(0, (3,)), _step(0, (4,))
+    reports = (_drafted(*eager_report), _drafted(*graph_report))
+    found = diff_engines_numeric(eager, graph, reports, TOL, Parting(), {"a": 0})
     assert found and not any(d.ambiguous for d in found)
 
 

@@ -117,6 +117,7 @@ class EngineBuffers:
     # ---- model report (scratch, see REPORT_FIELDS) --------------------------
     step_scores: Any  # [B*(k+1), V] float64 scores of the step's output rows, as they enter sampling
     draft_margins: Any  # [B, S] float64 best minus second-best draft score of each substep's proposal
+    draft_runners_up: Any  # [B, S] the second-best draft token of each substep's proposal
 
     def named_tensors(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -144,7 +145,7 @@ CACHE_FIELDS = ("k_cache", "v_cache", "draft_k_cache", "draft_v_cache")
 #: What the last step's model produced, for ``Engine.model_report``: written every step (the
 #: graph engine's padded rows and slots included), read back only on demand, never request
 #: state, so state snapshots leave them out.
-REPORT_FIELDS = ("step_scores", "draft_margins")
+REPORT_FIELDS = ("step_scores", "draft_margins", "draft_runners_up")
 #: Fields that carry request state across steps (compared bit for bit between eager and graph).
 STATE_FIELDS = tuple(
     f.name for f in fields(EngineBuffers) if f.name not in SCRATCH_FIELDS + CACHE_FIELDS + REPORT_FIELDS
@@ -231,4 +232,5 @@ def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None)
         draft_v_cache=xp.zeros((cache_rows, H), act),
         step_scores=xp.zeros((s.score_rows, s.vocab), f64),
         draft_margins=xp.zeros((B, s.draft_steps), f64),
+        draft_runners_up=xp.full((B, s.draft_steps), -1, i64),
     )

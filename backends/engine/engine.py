@@ -293,8 +293,13 @@ class Engine:
         if info is None or not info.slots:
             return {}
         xp, buf, R = self.xp, self.buffers, info.real_bsz
-        cu, scores, margins = xp.to_host_many(
-            [buf.cu_seqlens_out[: R + 1], buf.step_scores[: self._report_rows], buf.draft_margins[:R]]
+        cu, scores, margins, second = xp.to_host_many(
+            [
+                buf.cu_seqlens_out[: R + 1],
+                buf.step_scores[: self._report_rows],
+                buf.draft_margins[:R],
+                buf.draft_runners_up[:R],
+            ]
         )
         report = {}
         for request_id, slot in info.slots:
@@ -303,6 +308,7 @@ class Engine:
                 request_id,
                 scores[int(cu[slot]) : int(cu[slot + 1])].astype(np.float64),
                 tuple(float(m) for m in margins[slot, :drafts]),
+                tuple(int(i) for i in second[slot, :drafts]),
             )
         return report
 
@@ -551,8 +557,8 @@ class Engine:
                 T = first if s == 0 else later
                 if self._repack_substep(s, graph_step=not exact):
                     pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults)
-                last_hidden, proposals, margins = draft_forward(xp, w, buf, G, T, bs)
-                draft_update(xp, buf, last_hidden, proposals, margins, G, s)
+                last_hidden, proposals, margins, second = draft_forward(xp, w, buf, G, T, bs)
+                draft_update(xp, buf, last_hidden, proposals, margins, second, G, s)
         draft_postprocess(xp, buf, G, S)
 
     def _pack_target_eager(self, num_slots: int, num_tokens: int) -> None:
@@ -620,8 +626,8 @@ class Engine:
                     xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults
                 )
             graph.replay()
-            last_hidden, proposals, margins = graph.outputs
-            draft_update(xp, buf, last_hidden[:R], proposals[:R], margins[:R], R, s)
+            last_hidden, proposals, margins, second = graph.outputs
+            draft_update(xp, buf, last_hidden[:R], proposals[:R], margins[:R], second[:R], R, s)
         draft_postprocess(xp, buf, R, S)
 
     # ------------------------------------------------------------------ capture

@@ -116,7 +116,8 @@ def target(xp, w: FloatWeights, buf, num_tokens: int, num_rows: int, block_size:
 
 
 def draft(xp, w: FloatWeights, buf, num_slots: int, num_tokens: int, block_size: int) -> Any:
-    """``draft_forward`` for the float model: ``(last_hidden [G, H] in D, proposals [G], margins [G])``."""
+    """``draft_forward`` for the float model: ``(last_hidden [G, H] in D, proposals [G], margins [G],
+    runners_up [G])``."""
     G, T, dtype = num_slots, num_tokens, w.dtype
     ids, position = buf.d_ids[:T], buf.d_positions[:T]
     tokens = token_layout(xp, buf.d_batch_ids[:T], position)
@@ -140,5 +141,5 @@ def draft(xp, w: FloatWeights, buf, num_slots: int, num_tokens: int, block_size:
     active, last = last_rows(xp, buf.d_cu_seqlens[: G + 1], G, T)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0.0)
     logits = _mm(xp, rms_norm(xp, last_hidden, w.draft_final_norm), w.lm_head, dtype)
-    proposals, margins = propose(xp, logits, active)
-    return xp.astype(last_hidden, dtype), proposals, margins
+    proposals, margins, second = propose(xp, logits, active)
+    return xp.astype(last_hidden, dtype), proposals, margins, second

@@ -95,11 +95,12 @@ def target_forward(
 def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     """Draft layer over the first T packed draft tokens; writes draft KV in place.
 
-    Returns ``(last_hidden [G, H], proposals [G], margins [G])``: for each slot
-    with draft tokens, the draft hidden state of its last token, ``argmax(hd @
-    lm_head)`` (ties to the lowest id) and that proposal's margin over the
-    runner-up in score units (the integer model's logits / 8, as sampling sees
-    the target's); zeros / -1 / 0.0 for slots without tokens.
+    Returns ``(last_hidden [G, H], proposals [G], margins [G], runners_up [G])``:
+    for each slot with draft tokens, the draft hidden state of its last token,
+    ``argmax(hd @ lm_head)`` (ties to the lowest id), that proposal's margin over
+    the runner-up in score units (the integer model's logits / 8, as sampling
+    sees the target's) and the runner-up's id; zeros / -1 / 0.0 / -1 for slots
+    without tokens.
     """
     if isinstance(w, FloatWeights):
         return float_model.draft(xp, w, buf, num_slots, num_tokens, block_size)
@@ -127,5 +128,5 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     )
     active, last = last_rows(xp, buf.d_cu_seqlens[: G + 1], G, T)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0)
-    proposals, margins = propose(xp, xp.int_matmul(last_hidden, w.lm_head_f64), active, EXACT_SCORE_SCALE)
-    return last_hidden, proposals, margins
+    proposals, margins, second = propose(xp, xp.int_matmul(last_hidden, w.lm_head_f64), active, EXACT_SCORE_SCALE)
+    return last_hidden, proposals, margins, second

@@ -1,4 +1,4 @@
-"""The draft proposal: the argmax of the draft's scores (ties to the lowest id) and its margin."""
+"""The draft proposal: the argmax of the draft's scores (ties to the lowest id), its margin and runner-up."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ def argmax_lowest(xp, logits):
     return xp.min(xp.where(xp.eq(logits, best), ids, width), -1)
 
 
-def top_margin(xp, scores, best_ids):
-    """Per row: the best score minus the second best (0.0 on a tie), float64.
+def runner_up(xp, scores, best_ids):
+    """Per row: ``(best score minus the second best, the second best's id)``; float64 margin
+    (0.0 on a tie), lowest id among equal runners-up.
 
     ``best_ids``: each row's argmax; the second best is the maximum over the other ids.
     """
@@ -21,14 +22,14 @@ def top_margin(xp, scores, best_ids):
     ids = xp.broadcast_to(xp.arange(width), tuple(s.shape))
     best = xp.max(s, -1)
     others = xp.where(xp.eq(ids, xp.unsqueeze(best_ids, 1)), float("-inf"), s)
-    return best - xp.max(others, -1)
+    return best - xp.max(others, -1), argmax_lowest(xp, others)
 
 
 def propose(xp, scores, active, scale: float = 1.0):
-    """``(proposals, margins)`` per row of ``scores`` [G, V]: argmax and its margin / ``scale``;
-    -1 and 0.0 where ``active`` is False."""
+    """``(proposals, margins, runners_up)`` per row of ``scores`` [G, V]: argmax, its margin / ``scale``
+    and the second-best id; -1, 0.0 and -1 where ``active`` is False."""
     proposals = argmax_lowest(xp, scores)
-    margins = top_margin(xp, scores, proposals)
+    margins, second = runner_up(xp, scores, proposals)
     if scale != 1.0:
         margins = margins / scale
-    return xp.where(active, proposals, -1), xp.where(active, margins, 0.0)
+    return xp.where(active, proposals, -1), xp.where(active, margins, 0.0), xp.where(active, second, -1)

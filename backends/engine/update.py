@@ -77,9 +77,9 @@ def draft_preprocess(xp, buf, num_slots: int, num_model_steps: int) -> None:
 
 
 @kernel
-def draft_update(xp, buf, last_hidden, proposals, margins, num_slots: int, substep: int) -> None:
-    """After substep s: record the proposal as draft ``s+1`` (and its margin, for the model
-    report) and set up substep s+1 (1 token)."""
+def draft_update(xp, buf, last_hidden, proposals, margins, runners_up, num_slots: int, substep: int) -> None:
+    """After substep s: record the proposal as draft ``s+1`` (and its margin and runner-up, for
+    the model report) and set up substep s+1 (1 token)."""
     G = num_slots
     rows = slice(0, G)
     n = buf.draft_seq_lens_this_time[:G]
@@ -89,6 +89,7 @@ def draft_update(xp, buf, last_hidden, proposals, margins, num_slots: int, subst
     xp.masked_assign_(buf.draft_last_hidden, rows, active, last_hidden[:G])
     xp.masked_assign_(buf.draft_tokens, (rows, substep + 1), active, proposals[:G])
     xp.masked_assign_(buf.draft_margins, (rows, substep), active, margins[:G])
+    xp.masked_assign_(buf.draft_runners_up, (rows, substep), active, runners_up[:G])
     xp.assign_(buf.draft_seq_lens_this_time, rows, xp.where(active, 1, 0))
 
 

@@ -11,8 +11,9 @@ Here that is allowed, and nothing else:
   tolerance AND the oracle, recomputing each engine's step from its own
   scores, expects the two different tokens too: the difference is then
   explained by the scores alone (each engine is held to its own oracle
-  exactly). Equal scores with different tokens are a real divergence. A differing draft proposal is a near tie when either engine's
-  draft margin (best minus second-best draft score) is within the tolerance;
+  exactly). Equal scores with different tokens are a real divergence. A
+  differing draft proposal is a near tie when the two engines swapped their
+  best and runner-up draft tokens and both margins are within the tolerance;
 * after a near tie the request's two sequences legitimately part: it is no
   longer compared eager vs graph (each engine is still checked against its own
   oracle), and neither are requests whose scheduling the parting changed;
@@ -115,12 +116,29 @@ def _near_tie(
             f"near tie at output row {row}: scores within {tol.bound(e, g):.3g} ({tol.dtype}; max |diff| {delta:.3g})"
         )
     if eager.draft_tokens != graph.draft_tokens:
-        s = _first_difference(eager.draft_tokens, graph.draft_tokens)
-        margins = [m for r in reports if r is not None and s < len(r.draft_margins) for m in [r.draft_margins[s]]]
-        bound = tol.bound(*(x for x in (e_rows, g_rows) if x is not None))
-        if margins and min(margins) <= 2 * bound:
-            return f"near tie in draft {s}: draft margin {min(margins):.3g} within {2 * bound:.3g} ({tol.dtype})"
+        return _draft_near_tie(eager, graph, reports, tol, [x for x in (e_rows, g_rows) if x is not None])
     return None
+
+
+def _draft_near_tie(
+    eager: RequestStep, graph: RequestStep, reports: tuple[Any, Any], tol: Tolerance, scale: list[np.ndarray]
+) -> str | None:
+    """A draft proposal that differs is a near tie when each engine's pick is the other's runner-up
+    and both margins are within twice the tolerance (each side may move by the tolerance)."""
+    s = _first_difference(eager.draft_tokens, graph.draft_tokens)
+    if None in reports or s >= min(len(eager.draft_tokens), len(graph.draft_tokens)):
+        return None
+    e, g = reports
+    if s >= min(len(e.draft_margins), len(g.draft_margins), len(e.draft_runners_up), len(g.draft_runners_up)):
+        return None
+    swapped = e.draft_runners_up[s] == graph.draft_tokens[s] and g.draft_runners_up[s] == eager.draft_tokens[s]
+    bound = 2 * tol.bound(*scale)
+    margin = max(e.draft_margins[s], g.draft_margins[s])
+    if not swapped or margin > bound:
+        return None
+    return (
+        f"near tie in draft {s}: the engines swap their best two draft tokens, margins within {bound:.3g} ({tol.dtype})"
+    )
 
 
 def _scores_differ(
