@@ -162,9 +162,11 @@ def _print_verdict(
     elif first is not None and first.first is not None:
         console.print(f"[bold red]DIVERGENCE[/] {plain(first.first.headline())}")
     else:
+        near_ties = sum(r.ambiguous_examples for r in fuzzed)
+        ambiguous = f" ({near_ties} with an ambiguous near tie)" if near_ties else ""
         console.print(
             f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
-            f"{plural(examples, 'fuzzed example')}, {elapsed:.1f}s"
+            f"{plural(examples, 'fuzzed example')}{ambiguous}, {elapsed:.1f}s"
         )
     where = where_line(first)
     if where is not None:

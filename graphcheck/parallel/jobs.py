@@ -82,6 +82,7 @@ class JobResult:
     outcomes: list[CheckOutcome] = field(default_factory=list)
     error: str = ""  # why the job could not run (its backend, say); empty when it ran
     backend_unavailable: bool = False
+    ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
 
     @property
     def failing(self) -> CheckOutcome | None:
@@ -101,6 +102,7 @@ class JobResult:
             self.failing,
             self.elapsed_s,
             self.first_failure_at,
+            ambiguous_examples=self.ambiguous_examples,
         )
 
     def to_json(self) -> str:
@@ -115,6 +117,7 @@ class JobResult:
             "headline": failing.first.headline() if failing else None,
             "error": self.error,
             "backend_unavailable": self.backend_unavailable,
+            "ambiguous_examples": self.ambiguous_examples,
             "outcomes": base64.b64encode(pickle.dumps(self.outcomes)).decode("ascii"),
         }
         return json.dumps(data, indent=1)
@@ -131,6 +134,7 @@ class JobResult:
             pickle.loads(base64.b64decode(data["outcomes"])),
             data["error"],
             data["backend_unavailable"],
+            data.get("ambiguous_examples", 0),
         )
 
 
@@ -187,7 +191,15 @@ def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult
         oracle=setup.oracle,
     )
     outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []
-    return JobResult(job, fuzzed.examples, fuzzed.steps, fuzzed.elapsed_s, fuzzed.first_failure_at, outcomes)
+    return JobResult(
+        job,
+        fuzzed.examples,
+        fuzzed.steps,
+        fuzzed.elapsed_s,
+        fuzzed.first_failure_at,
+        outcomes,
+        ambiguous_examples=fuzzed.ambiguous_examples,
+    )
 
 
 def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:

@@ -65,6 +65,7 @@ class FuzzResult:
     elapsed_s: float
     first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
     interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
+    ambiguous_examples: int = 0  # examples with an ambiguous divergence (a near tie), failing or not
 
     @property
     def shrink_state(self) -> str:
@@ -100,6 +101,7 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) ->
             "steps": r.steps,
             "elapsed_s": round(r.elapsed_s, 3),
             "first_failure_at": r.first_failure_at,
+            "ambiguous_examples": r.ambiguous_examples,
             "clean": r.outcome is None or r.outcome.clean,
             "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
             "where": _where(r.outcome),
@@ -267,7 +269,7 @@ class _Search:
         self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
-        self.examples = self.steps = 0
+        self.examples = self.steps = self.ambiguous_examples = 0
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
 
@@ -279,6 +281,7 @@ class _Search:
             raise _OutOfMemory(error) from None
         self.examples += 1
         self.steps += outcome.steps_run
+        self.ambiguous_examples += bool(outcome.ambiguous)
         if not outcome.clean:
             if self.first_failure_at is None:
                 self.first_failure_at = self.examples
@@ -299,4 +302,6 @@ class _Search:
     def result(self, outcome: CheckOutcome | None, *, interrupted: bool = False) -> FuzzResult:
         elapsed = time.perf_counter() - self.started
         at = self.first_failure_at if outcome is not None else None
-        return FuzzResult(self.name, self.examples, self.steps, outcome, elapsed, at, interrupted)
+        return FuzzResult(
+            self.name, self.examples, self.steps, outcome, elapsed, at, interrupted, self.ambiguous_examples
+        )
