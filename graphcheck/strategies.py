@@ -245,10 +245,16 @@ def room(config: EngineConfig) -> int:
 @_memo
 @st.composite
 def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> tuple[int, ...]:
-    """Prompts: usually short; sometimes long enough to cross KV blocks and the position table (32)."""
+    """Prompts: usually short; sometimes long, past the position table (32 rows) and across KV blocks.
+
+    A long prompt has at least 33 tokens (when the configuration has room): left to
+    ``st.lists``, lengths cluster near the minimum and a long draw rarely got past 32.
+    """
     cap = room(config) - 1
-    longest = draw(_pick(min(max_len, cap), min(long_len, cap)))
-    return tuple(draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=longest)))
+    short, long = min(max_len, cap), min(long_len, cap)
+    longest = draw(_pick(short, long))
+    shortest = 1 if longest == short else min(33, longest)
+    return tuple(draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=shortest, max_size=longest)))
 
 
 @_memo

@@ -107,3 +107,62 @@ def test_a_draft_proposal_that_no_near_tie_explains_is_a_divergence(eager_report
 def test_the_tolerance_follows_the_model_dtype(model: str, expected: float | None) -> None:
     tol = tolerance_for(model)
     assert (tol.rtol if tol else None) == expected
+
+
+# ---------------------------------------------------------------------------
+# End to end: the lockstep on the float model, with a graph engine whose model
+# report is nudged (as a GPU's batch-dependent kernels would) or corrupted.
+# ---------------------------------------------------------------------------
+
+
+def _float_demo(model: str):
+    import dataclasses
+
+    from graphcheck.search.builtin import demo_scenario
+
+    base = demo_scenario("greedy", num_steps=6)
+    return dataclasses.replace(base, config=dataclasses.replace(base.config, model=model))
+
+
+def _nudging(delta: float):
+    """An engine factory whose graph engine reports every score moved by ``delta`` times its magnitude."""
+    from graphcheck.backends.engine import Engine
+
+    class Nudged(Engine):
+        def model_report(self):
+            report = super().model_report()
+            if not self.use_graphs:
+                return report
+            return {
+                rid: ModelStep(rid, step.scores * (1.0 + delta), step.draft_margins, step.draft_runners_up)
+                for rid, step in report.items()
+            }
+
+    return Nudged
+
+
+@pytest.mark.parametrize("model", ["float32", "bfloat16"])
+def test_low_bit_noise_in_the_scores_is_within_the_tolerance(model: str) -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+
+    outcome = Lockstep(_float_demo(model), resolve("cpu"), engine_factory=_nudging(1e-6)).run()
+    assert outcome.clean and outcome.oracle == "model-agnostic"
+
+
+def test_scores_that_differ_beyond_the_tolerance_fail_the_run() -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+
+    outcome = Lockstep(_float_demo("float32"), resolve("cpu"), engine_factory=_nudging(0.05)).run()
+    assert not outcome.clean
+    assert (outcome.first.kind, outcome.first.tensor, outcome.first.pair) == ("value", "model scores", "eager vs graph")
+
+
+def test_the_exact_oracle_refuses_a_float_model() -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+    from graphcheck.check.oracles import OracleError
+
+    with pytest.raises(OracleError, match="model-agnostic"):
+        Lockstep(_float_demo("bfloat16"), resolve("cpu"), oracle="exact")
