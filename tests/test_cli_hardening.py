@@ -332,3 +332,33 @@ def test_summary_counts_are_singular_when_one() -> None:
     from graphcheck.cli.progress import plural
 
     assert plural(1, "request") == "1 request" and plural(2, "step") == "2 steps" and plural(1200, "x") == "1,200 xs"
+
+
+def test_a_float_run_records_its_model_contract_and_oracle_and_replays_with_them(
+    tmp_path: Path, one_scenario_suite: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_scenario_suite(failing_scenario())
+    args = run_args(tmp_path, "--inject", FAULT, "--model", "float", "--contract", "fastdeploy")
+    assert main(args) == exitcodes.DIVERGENCE
+    capsys.readouterr()
+    (report,) = run_dirs(tmp_path / "reports")
+    scenario = json.loads((report / "scenario.json").read_text())
+    assert (scenario["config"]["model"], scenario["config"]["contract"]) == ("float32", "fastdeploy")
+    document = json.loads((report / "divergences.json").read_text())
+    assert document["run"]["oracle"] == "auto"
+    assert {o["oracle"] for o in document["outcomes"]} == {"model-agnostic"}
+    assert "oracle model-agnostic" in (report / "index.html").read_text()
+    # The report folder replays with the scenario's model and contract, and the recorded oracle.
+    assert main(["replay", str(report), "--report-dir", str(tmp_path / "replays")]) == exitcodes.DIVERGENCE
+    capsys.readouterr()
+    (replayed,) = run_dirs(tmp_path / "replays")
+    outcome = json.loads((replayed / "divergences.json").read_text())["outcomes"][0]
+    assert (outcome["model"], outcome["contract"], outcome["oracle"]) == ("float32", "fastdeploy", "model-agnostic")
+
+
+def test_the_exact_oracle_on_a_float_model_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, "--model", "bfloat16", "--oracle", "exact")) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "needs --oracle model-agnostic" in err and err.count("\n") == 1

@@ -144,6 +144,7 @@ def run_info(
         elapsed_s=elapsed,
         version=graphcheck_version(),
         faults=plan.faults,
+        oracle=plan.setup.oracle,
     )
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from graphcheck import github
 from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
     check_faults,
-    check_setup,
     check_writable_file,
     claim_run_dir,
     publish_github,
@@ -30,7 +30,7 @@ from graphcheck.search.fuzz import write_pending
 def replay_command(args: argparse.Namespace) -> int:
     target = replay_target(args)
     engine_memory_limit()
-    setup = check_setup(args)
+    setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
     scenario = setup.apply(load_scenario(str(target.scenario_path)))
     setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults))

@@ -32,6 +32,7 @@ class ReplayTarget:
     faults: tuple[str, ...]
     recorded_in: Path | None = None  # the divergences.json the settings came from, for a report folder
     overridden: tuple[str, ...] = ()  # options the command line gave over the recorded ones
+    oracle: str | None = None  # --oracle as given, else as the report recorded it (None: auto)
 
     def describe(self, backend_description: str, faults: Sequence[str]) -> list[str]:
         """Lines saying what runs where: the backend, the faults, where the settings came from."""
@@ -39,6 +40,8 @@ class ReplayTarget:
             f"backend {self.backend} ({backend_description})",
             f"injected: {', '.join(faults)}" if faults else "no injected faults",
         ]
+        if self.oracle not in (None, "auto"):
+            lines.append(f"oracle {self.oracle}")
         if self.recorded_in is not None:
             given = f"; {', '.join(self.overridden)} from the command line" if self.overridden else ""
             lines.append(f"settings recorded in {self.recorded_in}{given}")
@@ -49,7 +52,10 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
     """The target of ``graphcheck replay`` from its arguments (``file``, ``backend``, ``emulate``, ``inject``)."""
     source = Path(args.file)
     if not source.is_dir():
-        return ReplayTarget(source, args.backend or DEFAULT_BACKEND, bool(args.emulate), tuple(args.inject or ()))
+        oracle = getattr(args, "oracle", None)
+        return ReplayTarget(
+            source, args.backend or DEFAULT_BACKEND, bool(args.emulate), tuple(args.inject or ()), oracle=oracle
+        )
     scenario_path = source / "scenario.json"
     if not scenario_path.is_file():
         raise InputError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
@@ -59,12 +65,14 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         "--backend": args.backend is not None,
         "--emulate": args.emulate is not None,
         "--inject": bool(args.inject),
+        "--oracle": getattr(args, "oracle", None) is not None,
     }
     return ReplayTarget(
         scenario_path,
         backend=args.backend if args.backend is not None else run["backend"],
         emulate=args.emulate if args.emulate is not None else run["emulate"],
         faults=tuple(args.inject) if args.inject else run["faults"],
+        oracle=getattr(args, "oracle", None) or run["oracle"],
         recorded_in=recorded_in,
         overridden=tuple(option for option, present in given.items() if present),
     )
@@ -91,4 +99,7 @@ def recorded_run(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: run.emulate must be true or false, got {emulate!r:.60}")
     if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
         raise InputError(f"{path}: run.faults must be a list of fault names, got {faults!r:.60}")
-    return {"backend": backend, "emulate": emulate, "faults": tuple(faults)}
+    oracle = run.get("oracle", "auto")  # reports before --oracle existed: auto
+    if not isinstance(oracle, str) or oracle not in ("auto", "exact", "model-agnostic"):
+        raise InputError(f"{path}: run.oracle must be auto, exact or model-agnostic, got {oracle!r:.60}")
+    return {"backend": backend, "emulate": emulate, "faults": tuple(faults), "oracle": oracle}

@@ -24,6 +24,7 @@ class RunInfo:
     elapsed_s: float = 0.0
     version: str = ""
     faults: tuple[str, ...] = ()
+    oracle: str = "auto"  # --oracle as given (each outcome says which one it resolved to)
 
 
 #: ``SuiteRun.shrink``: what became of the divergence a suite's search found.
