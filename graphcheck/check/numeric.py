@@ -23,7 +23,7 @@ Here that is allowed, and nothing else:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -218,8 +218,6 @@ def diff_engines_numeric(
 
 
 def _ambiguous(d: Divergence, why: str) -> Divergence:
-    from dataclasses import replace
-
     return replace(d, ambiguous=True, detail=f"{why}; the request is compared with its oracle only from here")
 
 
