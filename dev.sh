@@ -57,6 +57,9 @@ case "$cmd" in
         setup test
         export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
         # One pytest-xdist worker per core (at most 8); GRAPHCHECK_TEST_WORKERS=0 runs in one process.
+        # Each worker computes on one thread (torch's and OpenMP's): a second thread per worker only
+        # oversubscribes the cores, and the catalog test's time budgets suffer from it.
+        export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
         exec "$VENV/bin/python" -m pytest -n "${GRAPHCHECK_TEST_WORKERS:-auto}" --maxprocesses=8 "$@"
         ;;
     *)

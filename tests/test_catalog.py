@@ -55,7 +55,7 @@ from _layers import slow
 
 #: Seconds of fuzzing per fault in CI: every fault is caught within a few seconds on cpu,
 #: so this leaves room for a loaded 2-core box. Shrinking gets a short budget of its own.
-CI_BUDGET_S = 30
+CI_BUDGET_S = 60
 CI_SHRINK_S = 3
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "area", "base", "source", "track", "embed", "param"}
