@@ -63,6 +63,10 @@ PROFILE_PREFIX = "graphcheck-"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     from graphcheck.backends.devices import BACKENDS
+    from graphcheck.check.oracles import ORACLE_CHOICES
+    from graphcheck.check.setup import MODEL_ALIASES
+    from graphcheck.contract import CONTRACT_NAMES
+    from graphcheck.scenario import MODELS
 
     group = parser.getgroup("graphcheck", "graphcheck: device-graph capture checks in lockstep")
     group.addoption(
@@ -80,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--graphcheck-model",
-        choices=("exact", "float32", "bfloat16", "float"),
+        choices=(*MODELS, *MODEL_ALIASES),
         default=None,
         help="the model every scenario runs with (default: each scenario's own; float = float32)",
     )
@@ -88,12 +92,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--graphcheck-contract",
         default=None,
         metavar="NAME",
-        help="the decoding contract the engine follows: default, fastdeploy or fastdeploy-xpu "
-        "(default: each scenario's own)",
+        help=f"the decoding contract the engine follows: {', '.join(CONTRACT_NAMES)} (default: each scenario's own)",
     )
     group.addoption(
         "--graphcheck-oracle",
-        choices=("auto", "exact", "model-agnostic"),
+        choices=ORACLE_CHOICES,
         default=None,
         help="exact, model-agnostic, or auto (default: exact for the exact model)",
     )

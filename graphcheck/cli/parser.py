@@ -57,13 +57,14 @@ def backend_options() -> argparse.ArgumentParser:
 def setup_options() -> argparse.ArgumentParser:
     """The parent parser of --model, --contract and --oracle (run, replay, catalog)."""
     from graphcheck.check.oracles import ORACLE_CHOICES
+    from graphcheck.check.setup import MODEL_ALIASES
     from graphcheck.contract import CONTRACT_NAMES
     from graphcheck.scenario import MODELS
 
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--model",
-        choices=(*MODELS, "float"),
+        choices=(*MODELS, *MODEL_ALIASES),
         help="the built-in engine's model for every scenario: exact (the integer model), float32 or bfloat16 "
         "(float = float32); default: each scenario's own (exact)",
     )
