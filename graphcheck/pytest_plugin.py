@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from graphcheck.check.runner import LockstepRunner
 
 #: examples per test of graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py);
-#: ``graphcheck run --profile`` has its own, fewer (graphcheck.cli.run.RUN_PROFILE_EXAMPLES)
+#: ``graphcheck run --profile`` has its own, fewer (graphcheck.search.suite_run.RUN_PROFILE_EXAMPLES)
 TEST_PROFILE_EXAMPLES = {"ci": 15, "dev": 40, "thorough": 400}
 PROFILE_PREFIX = "graphcheck-"
 

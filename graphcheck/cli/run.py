@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from graphcheck import github
-from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.runner import replay_command
 from graphcheck.cli import exitcodes
@@ -33,20 +32,8 @@ from graphcheck.cli.console import make_console, plain, summary_table, where_lin
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
 from graphcheck.scenario import engine_memory_limit
-from graphcheck.search.builtin import builtin_scenarios
-from graphcheck.search.database import database_key
-from graphcheck.search.fuzz import (
-    FuzzResult,
-    SearchInterrupted,
-    fuzz_suite,
-    label_found,
-    write_fuzz_summary,
-    write_pending,
-)
-from graphcheck.search.suite_registry import Suite
-
-#: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
-RUN_PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
+from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
+from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -197,79 +184,51 @@ def _run_suites(
 def _run_in_process(
     args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
 ) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    """``-j 1``: every suite with ``plan.seed`` in this process, then the demo scenarios.
+    """``-j 1``: every suite with ``plan.seed`` in this process, then the demo scenarios (``SuiteRun``).
 
     A Ctrl-C raises RunInterrupted with what was found so far (a search's
     smallest diverging scenario included).
     """
-    outcomes: list[CheckOutcome] = []
-    fuzzed: list[FuzzResult] = []
+    spec = SuiteRunSpec(
+        plan.backend,
+        plan.suites,
+        plan.examples,
+        plan.seed,
+        pending,
+        faults=plan.faults,
+        setup=plan.setup,
+        database=plan.example_db,
+        keep_going=args.keep_going,
+        demo_steps=args.steps,
+    )
     with RunProgress(console, enabled=not args.quiet) as progress:
+        hooks = SuiteRunHooks(
+            start_suite=progress.start_suite,
+            end_suite=progress.end_suite,
+            on_progress=progress.search,
+            on_demo=lambda scenario, outcome: progress.example(scenario.name, outcome),
+            device_lost=lambda outcome: _print_device_lost(console, outcome),
+        )
+        run = SuiteRun(spec, hooks)
         try:
-            # Suites first: a divergence they find comes back shrunk to a minimal scenario.
-            for suite in plan.suites:
-                if _fuzz_one(suite, args, plan, console, pending, progress, outcomes, fuzzed):
-                    break
-            # Then the built-in demo scenarios: a fixed smoke check of every verify mode.
-            if args.keep_going or not outcomes:
-                for scenario in builtin_scenarios(args.steps):
-                    scenario = plan.setup.apply(scenario)
-                    write_pending(pending, scenario)
-                    outcome = check_scenario(
-                        scenario, plan.backend, faults=plan.faults, localise=True, oracle=plan.setup.oracle
-                    )
-                    progress.example(scenario.name, outcome)
-                    outcomes.append(outcome)
+            run.run()
         except SearchInterrupted as stop:
-            fuzzed.append(stop.result)
+            run.fuzzed.append(stop.result)
             if stop.result.outcome is not None:
                 label_found(stop.result.outcome, stop.result.suite, interrupted=True)
-                outcomes.append(stop.result.outcome)
-            raise RunInterrupted(outcomes, fuzzed) from None
+                run.outcomes.append(stop.result.outcome)
+            raise RunInterrupted(run.outcomes, run.fuzzed) from None
         except KeyboardInterrupt:
-            raise RunInterrupted(outcomes, fuzzed) from None
-    return outcomes, fuzzed
+            raise RunInterrupted(run.outcomes, run.fuzzed) from None
+    return run.outcomes, run.fuzzed
 
 
-def _fuzz_one(
-    suite: Suite,
-    args: argparse.Namespace,
-    plan: RunPlan,
-    console: Any,
-    pending: Path,
-    progress: RunProgress,
-    outcomes: list[CheckOutcome],
-    fuzzed: list[FuzzResult],
-) -> bool:
-    """Fuzz one suite into ``outcomes`` / ``fuzzed``; whether the run stops here."""
-    progress.start_suite(suite.name, plan.examples)
-    result = fuzz_suite(
-        suite.name,
-        suite.strategy().map(plan.setup.apply),
-        plan.backend,
-        examples=plan.examples,
-        seed=plan.seed,
-        faults=plan.faults,
-        pending_path=pending,
-        on_progress=progress.search,
-        database=plan.example_db,
-        database_key=database_key(suite.name, plan.backend, plan.faults, plan.setup),
-        oracle=plan.setup.oracle,
+def _print_device_lost(console: Any, outcome: CheckOutcome) -> None:
+    console.print(
+        f"[bold red]device lost[/] {plain(outcome.device_error)}: the engine's failure "
+        "poisoned the device for this process, so the scenario is reported unshrunk and the run "
+        "stops; `graphcheck replay` it in a fresh process"
     )
-    fuzzed.append(result)
-    progress.end_suite(result)
-    if result.outcome is None:
-        return False
-    lost = label_found(result.outcome, suite.name)
-    outcomes.append(result.outcome)
-    if lost:
-        console.print(
-            f"[bold red]device lost[/] {plain(result.outcome.device_error)}: the engine's failure "
-            "poisoned the device for this process, so the scenario is reported unshrunk and the run "
-            "stops; `graphcheck replay` it in a fresh process"
-        )
-        return True
-    return not args.keep_going
 
 
 __all__ = ["RUN_PROFILE_EXAMPLES", "RunInterrupted", "plan_run", "run_command"]

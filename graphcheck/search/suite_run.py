@@ -1,0 +1,132 @@
+"""One seed's run over the suites, as ``graphcheck run -j 1`` makes it.
+
+Each suite is fuzzed in its order with the same examples and seed; the run
+stops at the first suite that diverges (unless ``keep_going``, and always when
+the device was lost). Then, when no suite diverged (or with ``keep_going``),
+the built-in demo scenarios are checked once each. ``graphcheck run`` and
+``graphcheck catalog --seeds`` both run this, so the catalog measures what a
+run at that seed would catch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from hypothesis.database import ExampleDatabase
+
+from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.records import CheckOutcome
+from graphcheck.check.setup import CheckSetup
+from graphcheck.search.builtin import builtin_scenarios
+from graphcheck.search.database import database_key
+from graphcheck.search.fuzz import ExampleHook, FuzzResult, ProgressHook, fuzz_suite, label_found, write_pending
+from graphcheck.search.suite_registry import Suite
+
+#: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
+RUN_PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
+#: steps of the built-in demo scenarios (``graphcheck run --steps``)
+DEFAULT_DEMO_STEPS = 20
+
+
+@dataclass(frozen=True)
+class SuiteRunSpec:
+    """What one run over the suites checks, and how."""
+
+    backend: Any
+    suites: Sequence[Suite]
+    examples: int  # per suite
+    seed: int
+    pending_path: Path  # the scenario about to run, on disk before the engine sees it
+    faults: Sequence[str] = ()
+    setup: CheckSetup = CheckSetup()
+    database: ExampleDatabase | None = None
+    keep_going: bool = False
+    demo_steps: int = DEFAULT_DEMO_STEPS
+    localise_demos: bool = True  # where a diverging demo scenario began; detection does not depend on it
+
+
+@dataclass(frozen=True)
+class SuiteRunHooks:
+    """Callbacks of a run; each may be None."""
+
+    start_suite: Callable[[str, int], None] | None = None  # (suite, examples)
+    end_suite: Callable[[FuzzResult], None] | None = None
+    on_example: ExampleHook | None = None  # every lockstep run of a search, shrink attempts included
+    on_progress: ProgressHook | None = None
+    on_demo: ExampleHook | None = None  # every demo scenario checked
+    device_lost: Callable[[CheckOutcome], None] | None = None  # a search stopped there, unshrunk
+
+
+@dataclass
+class SuiteRun:
+    """A run over the suites; ``outcomes`` and ``fuzzed`` hold what it found so far, even when it raised."""
+
+    spec: SuiteRunSpec
+    hooks: SuiteRunHooks = SuiteRunHooks()
+    outcomes: list[CheckOutcome] = field(default_factory=list)
+    fuzzed: list[FuzzResult] = field(default_factory=list)
+
+    def run(self) -> None:
+        """Suites first (a divergence comes back shrunk), then the demo scenarios; see the module docstring.
+
+        A Ctrl-C inside a search raises ``graphcheck.search.fuzz.SearchInterrupted``, not yet in ``fuzzed``.
+        """
+        for suite in self.spec.suites:
+            if self._fuzz(suite):
+                break
+        if self.spec.keep_going or not self.outcomes:
+            self._demos()
+
+    def _fuzz(self, suite: Suite) -> bool:
+        """Fuzz one suite; whether the run stops here."""
+        spec, hooks = self.spec, self.hooks
+        if hooks.start_suite is not None:
+            hooks.start_suite(suite.name, spec.examples)
+        result = fuzz_suite(
+            suite.name,
+            suite.strategy().map(spec.setup.apply),
+            spec.backend,
+            examples=spec.examples,
+            seed=spec.seed,
+            faults=spec.faults,
+            pending_path=spec.pending_path,
+            on_example=hooks.on_example,
+            on_progress=hooks.on_progress,
+            database=spec.database,
+            database_key=database_key(suite.name, spec.backend, spec.faults, spec.setup),
+            oracle=spec.setup.oracle,
+        )
+        self.fuzzed.append(result)
+        if hooks.end_suite is not None:
+            hooks.end_suite(result)
+        if result.outcome is None:
+            return False
+        lost = label_found(result.outcome, suite.name)
+        self.outcomes.append(result.outcome)
+        if lost and hooks.device_lost is not None:
+            hooks.device_lost(result.outcome)
+        return lost or not spec.keep_going
+
+    def _demos(self) -> None:
+        """The built-in demo scenarios: a fixed smoke check of every verify mode."""
+        spec = self.spec
+        for scenario in builtin_scenarios(spec.demo_steps):
+            scenario = spec.setup.apply(scenario)
+            write_pending(spec.pending_path, scenario)
+            outcome = check_scenario(
+                scenario, spec.backend, faults=spec.faults, localise=spec.localise_demos, oracle=spec.setup.oracle
+            )
+            if self.hooks.on_demo is not None:
+                self.hooks.on_demo(scenario, outcome)
+            self.outcomes.append(outcome)
+
+
+__all__ = [
+    "DEFAULT_DEMO_STEPS",
+    "RUN_PROFILE_EXAMPLES",
+    "SuiteRun",
+    "SuiteRunHooks",
+    "SuiteRunSpec",
+]
