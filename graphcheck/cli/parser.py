@@ -180,6 +180,7 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.Argu
 
 def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.ArgumentParser) -> None:
     from graphcheck.catalog.run import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S
+    from graphcheck.catalog.seeds import DEFAULT_PROFILE
 
     catalog = sub.add_parser(
         "catalog",
@@ -190,17 +191,16 @@ def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.
     catalog.add_argument(
         "--fault", action="append", metavar="NAME", help="benchmark only this fault; repeatable (default: every fault)"
     )
+    # None when not given: --seeds refuses the budget options rather than ignore them
     catalog.add_argument(
         "--budget",
         type=float,
-        default=DEFAULT_BUDGET_S,
         metavar="SECONDS",
         help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})",
     )
     catalog.add_argument(
         "--shrink-budget",
         type=float,
-        default=DEFAULT_SHRINK_S,
         metavar="SECONDS",
         help=f"shrinking seconds per detected fault (default {DEFAULT_SHRINK_S:g})",
     )
@@ -209,7 +209,24 @@ def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.
         type=int,
         default=0,
         metavar="N",
-        help="fuzzing seed; the same seed draws the same examples (default 0)",
+        help="fuzzing seed; the same seed draws the same examples; with --seeds the first seed (default 0)",
+    )
+    catalog.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="instead of a budget per fault: is each fault caught by `graphcheck run --profile P` "
+        "at each of N seeds (--seed .. --seed+N-1)?",
+    )
+    catalog.add_argument(
+        "--profile", choices=PROFILES, help=f"with --seeds: the run profile at each seed (default {DEFAULT_PROFILE})"
+    )
+    catalog.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="with --seeds: N worker processes (default: the CPU cores)",
     )
     catalog.add_argument(
         "--report-dir", default="reports", metavar="DIR", help="the catalog goes to DIR/catalog/ (default reports)"
