@@ -91,7 +91,7 @@ def _requests(draw: st.DrawFn, config: EngineConfig, recipe: Recipe, num_steps: 
         lifetimes = ["long"] + [draw(st.sampled_from(("short", "mixed", "long"))) for _ in range(n - 1)]
         arrivals = [0] + [draw(st.integers(0, num_steps - 1)) for _ in range(n - 1)]
     sampling = sampling_params(config)
-    return [
+    specs = [
         draw(
             request_specs(
                 config,
@@ -106,6 +106,13 @@ def _requests(draw: st.DrawFn, config: EngineConfig, recipe: Recipe, num_steps: 
         )
         for i in range(n)
     ]
+    if recipe.shape == "shrinking batch":  # the high slots leave after one replay of the full bucket
+        last_step = 1 + config.tokens_per_request  # the prefill's token, then one step's worth
+        specs = [
+            dataclasses.replace(spec, max_dec_len=draw(st.integers(2, last_step))) if life == "short" else spec
+            for spec, life in zip(specs, lifetimes)
+        ]
+    return specs
 
 
 def _tour(draw: st.DrawFn, spec: RequestSpec, num_steps: int) -> RequestSpec:
@@ -133,7 +140,7 @@ def combination_scenarios(draw: st.DrawFn) -> Scenario:
         requests[0] = _tour(draw, requests[0], num_steps)
     accepts = _forced_accepts(draw, config, requests, num_steps, recipe)
     scenario = validate(Scenario(config, tuple(requests), accepts, num_steps, "combinations"))
-    if recipe.tour:
+    if recipe.tour or recipe.shape == "shrinking batch":  # r0 must outlive the tour, or the exits
         scenario = keep_running(scenario, "r0")
     taken = {"r0"} if recipe.tour else set()
     for kind in recipe.stops:

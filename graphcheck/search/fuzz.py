@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
@@ -249,7 +249,7 @@ def fuzz_suite(
         report_multiple_bugs=False,
         verbosity=Verbosity.quiet,  # the report is ours; no "Falsifying example" printout
         print_blob=False,
-        phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
+        phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.target, Phase.shrink),
     )
     try:
         shrunk = find_diverging(strategy, search.diverges, config, seed=seed, database_key=database_key)
@@ -312,8 +312,11 @@ class _Search:
         return not outcome.clean
 
     def _record_situations(self, scenario: Scenario, outcome: CheckOutcome) -> None:
-        """Tally the situations the example reached, and tell Hypothesis (its statistics show them)."""
+        """Tally the situations the example reached, tell Hypothesis (its statistics show them as events)
+        and score the example for ``hypothesis.target``: rarer situations so far score higher."""
         hit = situations_hit(scenario, outcome)
+        # Steer towards the rare: a situation seen n times before is worth 1/(n+1).
+        target(sum(1.0 / (1 + self.coverage.hits.get(name, 0)) for name in hit), label="rare situations")
         self.coverage.add(hit, diverged=not outcome.clean)
         for name in sorted(hit):
             event(f"situation: {name}")
