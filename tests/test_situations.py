@@ -231,3 +231,13 @@ def test_a_ci_run_reaches_every_situation(seed: int, tmp_path: Path, capsys: Any
     assert found["fuzz"]["situations_missing"] == []
     assert 'id="situation-table"' in found["html"]
     assert f"situations reached: {len(SITUATIONS)} of {len(SITUATIONS)}" in found["console"]
+
+
+def test_a_parallel_job_carries_its_tally() -> None:
+    from graphcheck.parallel.jobs import Job, JobResult
+
+    tally = CoverageTally()
+    tally.add({"k=2", "bucket shrinks"}, diverged=True)
+    job = JobResult(Job("padding", 3), examples=1, coverage=tally)
+    back = JobResult.from_json(job.to_json())
+    assert back.coverage == tally and back.fuzz_result().coverage == tally
