@@ -11,6 +11,7 @@ this registry by name (``graphcheck.search.suite_registry.load_suites``).
 from __future__ import annotations
 
 from graphcheck.search.suite_registry import Suite
+from graphcheck.suites import combinations as combo
 from graphcheck.suites import scenarios as sc
 
 SUITES: dict[str, Suite] = {
@@ -54,6 +55,13 @@ SUITES: dict[str, Suite] = {
             "arrivals, aborts, exits and reasoning changes at any step, with queueing",
             sc.lifecycle_scenarios,
             (3, 4, 15, 16),
+        ),
+        Suite(
+            "combinations",
+            "rare combinations built on purpose: eos and max_dec_len inside accepted drafts, every "
+            "reasoning transition, buckets that shrink, batches past every bucket",
+            combo.combination_scenarios,
+            (3, 5, 6, 12, 13, 15, 16),
         ),
         Suite("all", "the general strategy: every dimension mixed", sc.general_scenarios, tuple(range(1, 18))),
     )

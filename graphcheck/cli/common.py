@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from graphcheck import github
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
+from graphcheck.check.situations import SituationRow
 from graphcheck.errors import BackendUnavailableError, InputError
 from graphcheck.search.database import ENV_VAR as DATABASE_ENV
 from graphcheck.search.database import DatabaseSpec
@@ -155,15 +156,24 @@ def write_reports(
     started_at: str,
     elapsed: float,
     fuzzed: Sequence[FuzzResult] = (),
+    situations: Sequence[SituationRow] = (),
 ) -> tuple[Any, Any]:
-    """Write the report folder (and ``--junit``); the paths written and the RunInfo they describe."""
+    """Write the report folder (and ``--junit``); the paths written and the RunInfo they describe.
+
+    ``situations``: the run's situation table (graphcheck.check.situations), shown in index.html."""
     from graphcheck.report import write_junit, write_report
 
     info = run_info(args, plan, outcomes, started_at, elapsed)
     suites = suite_runs(fuzzed, outcomes)
     summary = ("summary.md",) if github.enabled(getattr(args, "github", None)) else ()
     paths = write_report(
-        outcomes, plan.out_dir, command=" ".join(args.argv), run_info=info, suites=suites, extra_files=summary
+        outcomes,
+        plan.out_dir,
+        command=" ".join(args.argv),
+        run_info=info,
+        suites=suites,
+        extra_files=summary,
+        situations=situations,
     )
     if getattr(args, "junit", None):
         write_junit(outcomes, Path(args.junit), info, suites=suites)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.situations import SituationRow
 from graphcheck.cli.progress import plural
 from graphcheck.search.fuzz import FuzzResult
 
@@ -73,6 +74,28 @@ def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]
         verdict = _verdict(result.outcome) if result.outcome else "[green]clean[/]"
         first = _first(result.outcome) if result.outcome else ""
         table.add_row(f"suite {plain(result.suite)}", str(result.examples), str(result.steps), verdict, first)
+    return table
+
+
+def situations_table(rows: Sequence[SituationRow]) -> Table:
+    """The situation table, one row per group: each situation with the examples that reached it.
+
+    A situation no example reached is red (``name 0``); one the reported diverging
+    scenario reaches is marked ``!``.
+    """
+    reached = sum(1 for r in rows if r.examples)
+    table = Table(
+        title=f"situations reached: {reached} of {len(rows)} (examples per situation; ! = in the divergence)",
+        title_justify="left",
+    )
+    table.add_column("group", no_wrap=True)
+    table.add_column("situations", overflow="fold")
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        cell = f"{row.situation.name} {row.examples}{'!' if row.involved else ''}"
+        groups.setdefault(row.situation.group, []).append(cell if row.examples else f"[red]{cell}[/]")
+    for group, cells in groups.items():
+        table.add_row(group, ", ".join(cells))
     return table
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from graphcheck import github
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.runner import replay_command
+from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
@@ -28,7 +29,7 @@ from graphcheck.cli.common import (
     resolve_backend,
     write_reports,
 )
-from graphcheck.cli.console import make_console, plain, summary_table, where_line
+from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
 from graphcheck.scenario import engine_memory_limit
@@ -97,17 +98,24 @@ def run_command(args: argparse.Namespace) -> int:
             outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
         pending.unlink(missing_ok=True)
+        involved = involved_situations(outcomes)
+        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
         write_fuzz_summary(
             plan.out_dir / "fuzz.json",
             fuzzed,
+            involved=involved,
             seed=plan.seed,
             jobs=plan.jobs,
             database=plan.database.describe(),
             interrupted=interrupted,
         )
-        paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed) if outcomes else (None, None)
+        paths, info = (
+            write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations) if outcomes else (None, None)
+        )
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
+        if fuzzed:
+            console.print(situations_table(situations))
         _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted)
     if publish and paths is not None:
         publish_github(args, outcomes, fuzzed, paths, info)

@@ -24,6 +24,7 @@ from typing import Any
 from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
+from graphcheck.check.situations import CoverageTally
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
@@ -83,6 +84,7 @@ class JobResult:
     error: str = ""  # why the job could not run (its backend, say); empty when it ran
     backend_unavailable: bool = False
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
+    coverage: CoverageTally = field(default_factory=CoverageTally)  # FuzzResult.coverage
 
     @property
     def failing(self) -> CheckOutcome | None:
@@ -103,6 +105,7 @@ class JobResult:
             self.elapsed_s,
             self.first_failure_at,
             ambiguous_examples=self.ambiguous_examples,
+            coverage=self.coverage,
         )
 
     def to_json(self) -> str:
@@ -118,6 +121,7 @@ class JobResult:
             "error": self.error,
             "backend_unavailable": self.backend_unavailable,
             "ambiguous_examples": self.ambiguous_examples,
+            "coverage": self.coverage.to_dict(),
             "outcomes": base64.b64encode(pickle.dumps(self.outcomes)).decode("ascii"),
         }
         return json.dumps(data, indent=1)
@@ -135,6 +139,7 @@ class JobResult:
             data["error"],
             data["backend_unavailable"],
             data.get("ambiguous_examples", 0),
+            CoverageTally.from_dict(data.get("coverage", {})),
         )
 
 
@@ -199,6 +204,7 @@ def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult
         fuzzed.first_failure_at,
         outcomes,
         ambiguous_examples=fuzzed.ambiguous_examples,
+        coverage=fuzzed.coverage,
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.situations import SituationRow
 from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import write_divergences, write_scenario
 from graphcheck.report.junit import write_junit
@@ -50,6 +51,7 @@ def write_report(
     run_info: RunInfo,
     suites: Sequence[SuiteRun] = (),
     extra_files: Sequence[str] = (),
+    situations: Sequence[SituationRow] = (),
 ) -> ReportPaths:
     """Write index.html, divergences.json, scenario.json and junit.xml into ``out_dir``.
 
@@ -60,7 +62,8 @@ def write_report(
     ``scenario_name`` names one of ``outcomes`` is reported with that outcome.
     index.html lists the report's files, fuzz.json (when ``suites`` are given)
     and summary.md when they are in ``out_dir``, and ``extra_files`` (names in
-    ``out_dir`` written after the report).
+    ``out_dir`` written after the report). ``situations`` (the run's situation table,
+    graphcheck.check.situations) adds the Situations section.
     """
     outcomes = list(outcomes)
     chosen = replay_outcome(outcomes)  # raises ValueError when outcomes is empty
@@ -90,6 +93,7 @@ def write_report(
         replay_name=chosen.scenario.name,
         suites=suites,
         files=[*REPORT_FILES, *present, *extra_files],
+        situations=situations,
     )
     write_html(paths.index_html, html)
     return paths

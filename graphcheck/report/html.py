@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 import jinja2
 
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.situations import SituationRow
 from graphcheck.report.files import write_atomic
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
@@ -87,6 +88,11 @@ class RunView:
     suites: list[SuiteRow] = dataclasses.field(default_factory=list)
     other_outcomes: int = 0  # outcomes no fuzzed suite found: the built-in demo scenarios
     files: list[str] = dataclasses.field(default_factory=lambda: list(REPORT_FILES))
+    situations: list[SituationRow] = dataclasses.field(default_factory=list)
+
+    @property
+    def situations_reached(self) -> int:
+        return sum(1 for row in self.situations if row.examples)
 
     @property
     def fuzz_counts(self) -> str:
@@ -156,6 +162,7 @@ def run_view(
     suites: Sequence[SuiteRun] = (),
     files: Sequence[str] = REPORT_FILES,
     links: BlobLinks | None = None,
+    situations: Sequence[SituationRow] = (),
 ) -> RunView:
     views = [outcome_view(o, i, links) for i, o in enumerate(outcomes)]
     failing = [v for v in views if not v.clean]
@@ -174,6 +181,7 @@ def run_view(
         suites=[suite_row(run, index) for run, index in pairing.pairs],
         other_outcomes=len(pairing.rest),
         files=list(dict.fromkeys(files)),
+        situations=list(situations),
     )
 
 
@@ -215,14 +223,16 @@ def render_html(
     suites: Sequence[SuiteRun] = (),
     files: Sequence[str] = REPORT_FILES,
     environ: Mapping[str, str] | None = None,
+    situations: Sequence[SituationRow] = (),
 ) -> str:
-    """The page; ``suites`` adds the Fuzzing table, ``files`` are the folder's files it lists (and links).
+    """The page; ``suites`` adds the Fuzzing table, ``situations`` the Situations table (both only when
+    given), ``files`` are the folder's files it lists (and links).
 
     ``environ`` (default ``os.environ``): on GitHub Actions (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``,
     ``GITHUB_SHA``) a localisation's source lines link to the files at the run's commit.
     """
     links = BlobLinks.from_env(environ)
-    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files, links)
+    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files, links, situations)
     return environment().get_template(TEMPLATE).render(run=view)
 
 

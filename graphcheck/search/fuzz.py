@@ -24,15 +24,16 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
+from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
 from graphcheck.scenario import Scenario
 from graphcheck.search.database import KeyedDatabase
 
@@ -66,6 +67,7 @@ class FuzzResult:
     first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
     interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (a near tie), failing or not
+    coverage: CoverageTally = dataclasses.field(default_factory=CoverageTally)  # situations the examples hit
 
     @property
     def shrink_state(self) -> str:
@@ -91,9 +93,13 @@ def _where(outcome: CheckOutcome | None) -> str | None:
     return outcome.localisation.headline()
 
 
-def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) -> None:
+def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: Iterable[str] = (), **run: Any) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
-    figures, ``first`` (the first divergence's headline) and ``where`` (where it began; null when unknown)."""
+    figures, ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
+    and ``situations`` (examples per situation reached); then ``situations``, the run's situation table
+    (graphcheck.check.situations: every situation, the examples that reached it, how many of them
+    diverged, and whether the reported diverging scenarios, ``involved``, reach it), and
+    ``situations_missing``, the ones no example reached."""
     entries = [
         {
             "suite": r.suite,
@@ -105,10 +111,18 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], **run: Any) ->
             "clean": r.outcome is None or r.outcome.clean,
             "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
             "where": _where(r.outcome),
+            "situations": dict(sorted(r.coverage.hits.items())),
         }
         for r in results
     ]
-    path.write_text(json.dumps({"run": run, "suites": entries}, indent=2) + "\n", encoding="utf-8")
+    tally = merged_coverage(r.coverage for r in results)
+    summary = {
+        "run": run,
+        "suites": entries,
+        "situations": [row.to_dict() for row in situation_table(tally, involved)],
+        "situations_missing": tally.missing(),
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 class DeviceLost(BaseException):
@@ -235,7 +249,7 @@ def fuzz_suite(
         report_multiple_bugs=False,
         verbosity=Verbosity.quiet,  # the report is ours; no "Falsifying example" printout
         print_blob=False,
-        phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
+        phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.target, Phase.shrink),
     )
     try:
         shrunk = find_diverging(strategy, search.diverges, config, seed=seed, database_key=database_key)
@@ -272,6 +286,7 @@ class _Search:
         self.examples = self.steps = self.ambiguous_examples = 0
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
+        self.coverage = CoverageTally()
 
     def diverges(self, scenario: Scenario) -> bool:
         write_pending(self.pending_path, scenario)
@@ -282,6 +297,7 @@ class _Search:
         self.examples += 1
         self.steps += outcome.steps_run
         self.ambiguous_examples += bool(outcome.ambiguous)
+        self._record_situations(scenario, outcome)
         if not outcome.clean:
             if self.first_failure_at is None:
                 self.first_failure_at = self.examples
@@ -295,6 +311,16 @@ class _Search:
             raise DeviceLost(outcome)
         return not outcome.clean
 
+    def _record_situations(self, scenario: Scenario, outcome: CheckOutcome) -> None:
+        """Tally the situations the example reached, tell Hypothesis (its statistics show them as events)
+        and score the example for ``hypothesis.target``: rarer situations so far score higher."""
+        hit = situations_hit(scenario, outcome)
+        # Steer towards the rare: a situation seen n times before is worth 1/(n+1).
+        target(sum(1.0 / (1 + self.coverage.hits.get(name, 0)) for name in hit), label="rare situations")
+        self.coverage.add(hit, diverged=not outcome.clean)
+        for name in sorted(hit):
+            event(f"situation: {name}")
+
     def progress(self) -> SearchProgress:
         smallest = scenario_size(self.smallest.scenario) if self.smallest is not None else None
         return SearchProgress(self.name, self.examples, self.steps, self.budget, self.smallest is not None, smallest)
@@ -303,5 +329,13 @@ class _Search:
         elapsed = time.perf_counter() - self.started
         at = self.first_failure_at if outcome is not None else None
         return FuzzResult(
-            self.name, self.examples, self.steps, outcome, elapsed, at, interrupted, self.ambiguous_examples
+            self.name,
+            self.examples,
+            self.steps,
+            outcome,
+            elapsed,
+            at,
+            interrupted,
+            self.ambiguous_examples,
+            self.coverage,
         )

@@ -1,0 +1,412 @@
+"""The situations graph-capture bugs hide in, and which of them one lockstep run reached.
+
+A *situation* is a combination of events a scenario can produce: a slot reused
+with values its previous occupant left set, an eos accepted as a draft, a batch
+whose slot high-water mark R sits one above a capture size, a seed about to wrap
+the modulus, ... Bugs written against a graph engine tend to need one of them,
+and a fuzzing run that never reached it cannot have found such a bug. This
+module names them (:data:`SITUATIONS`), reads from a finished run which ones
+occurred (:func:`situations_hit`: the scenario and the records of the reference
+and the graph engine, so only what actually ran counts), and tallies them over a
+search (:class:`CoverageTally`), for the situation table of the console, the
+HTML report and ``fuzz.json``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from graphcheck.check.records import CheckOutcome, StepRecord
+from graphcheck.reference import reasoning_status_at
+from graphcheck.scenario import SEED_MODULUS, VERIFY_STRATEGIES, EngineConfig, RequestSpec, RequestStep, Scenario
+
+ACCEPT_POLICIES = ("normal", "accept_all", "reject_all")
+GRAPH_SCOPES = ("step", "forward", "forward_sampling")
+SPECULATIVE_TOKENS = (1, 2, 3, 4)
+REASONING_STATUSES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Situation:
+    """One situation: a stable ``name`` (used in JSON and Hypothesis events), its group and what it means."""
+
+    name: str
+    group: str
+    description: str
+
+
+def _reasoning_situations() -> list[Situation]:
+    return [
+        Situation(
+            f"reasoning {a}->{b}",
+            "reasoning",
+            f"a running request's reasoning_status changes from {a} to {b}",
+        )
+        for a in REASONING_STATUSES
+        for b in REASONING_STATUSES
+        if a != b
+    ]
+
+
+#: Every situation, in table order.
+SITUATIONS: tuple[Situation, ...] = (
+    Situation("slot reuse after finish", "slots", "a slot freed by a request that finished is taken by another"),
+    Situation("slot reuse after abort", "slots", "a slot freed by an abort is taken by another"),
+    Situation(
+        "leftover accept override",
+        "slots",
+        "a slot is reused after its previous occupant's last step had a forced accept count",
+    ),
+    Situation(
+        "leftover reasoning status",
+        "slots",
+        "a slot is reused after its previous occupant left with reasoning_status != 0, the new one differs",
+    ),
+    Situation(
+        "leftover sampling params",
+        "slots",
+        "a slot is reused by a request whose temperature, top_p or top_k differ from the previous occupant's",
+    ),
+    Situation("eos as accepted draft", "eos", "a request stops on an eos that was an accepted draft token"),
+    Situation("eos as bonus token", "eos", "a request stops on an eos emitted as the bonus after all drafts"),
+    Situation("eos as first token", "eos", "a request's first generated token is an eos"),
+    Situation(
+        "max_dec_len at the bonus token",
+        "eos",
+        "a request reaches max_dec_len on the bonus token after accepting every draft (the furthest the "
+        "drafts reach: the drafter skips when step_idx + S >= max_dec_len, so the limit never falls inside them)",
+    ),
+    Situation(
+        "drafter skipped near max_dec_len",
+        "eos",
+        "a decoding request has no drafts because step_idx + S >= max_dec_len",
+    ),
+    Situation("R equals a capture size", "batch", "a decode-only step whose R is a capture size"),
+    Situation("R one above a capture size", "batch", "a decode-only step whose R is a capture size + 1"),
+    Situation(
+        "R above every capture size",
+        "batch",
+        "a decode-only step whose R exceeds every capture size (eager fallback)",
+    ),
+    Situation("prefill among decodes", "batch", "a step runs a prefill next to requests that decode"),
+    Situation(
+        "all finished then arrivals",
+        "batch",
+        "every request that ran has left, and later requests run",
+    ),
+    Situation("bucket shrinks", "batch", "a replay uses a smaller bucket than the replay of the step before"),
+    Situation(
+        "seed near the modulus",
+        "seeds",
+        "a request's infer_seed comes within one step's increment 4(k+1) of the seed modulus",
+    ),
+    Situation("top_p = 1", "sampling", "a request samples with top_p = 1 (stochastic verify or NAIVE)"),
+    Situation("top_k = 1", "sampling", "a request samples with top_k = 1 (stochastic verify or NAIVE)"),
+    *_reasoning_situations(),
+    Situation("NAIVE mode", "config", "NAIVE mode (no drafts) ran at least one step"),
+    *(Situation(f"scope {s}", "config", f"graph_scope {s} replayed a graph") for s in GRAPH_SCOPES),
+    *(Situation(f"k={k}", "config", f"speculative decoding with k={k} ran a step") for k in SPECULATIVE_TOKENS),
+    *(
+        Situation(f"verify {v}", "config", f"speculative decoding with verify_strategy {v} ran a step")
+        for v in VERIFY_STRATEGIES
+    ),
+    *(
+        Situation(f"policy {p}", "config", f"speculative decoding with accept_policy {p} ran a step")
+        for p in ACCEPT_POLICIES
+    ),
+)
+SITUATION_NAMES: tuple[str, ...] = tuple(s.name for s in SITUATIONS)
+_BY_NAME = {s.name: s for s in SITUATIONS}
+
+
+def situation(name: str) -> Situation:
+    """The situation called ``name`` (KeyError when there is none)."""
+    return _BY_NAME[name]
+
+
+# --------------------------------------------------------------------------- reading a run
+
+
+@dataclass
+class _Run:
+    """What the finished run did, indexed for the situation checks."""
+
+    scenario: Scenario
+    reference: list[StepRecord]
+    graph: list[StepRecord]
+    specs: dict[str, RequestSpec] = field(init=False)
+    first_step: dict[str, int] = field(init=False)  # request -> step of its prefill
+    ran: dict[str, list[tuple[int, RequestStep]]] = field(init=False)  # request -> its steps, in order
+
+    def __post_init__(self) -> None:
+        self.specs = {spec.request_id: spec for spec in self.scenario.requests}
+        self.ran = {}
+        for record in self.reference:
+            for step in record.result.requests:
+                self.ran.setdefault(step.request_id, []).append((record.step, step))
+        self.first_step = {rid: steps[0][0] for rid, steps in self.ran.items()}
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.scenario.config
+
+    @property
+    def speculative(self) -> bool:
+        return not self.config.naive_mode
+
+    @property
+    def stochastic(self) -> bool:
+        return self.config.naive_mode or self.config.verify_strategy != "greedy"
+
+    def running_at(self, t: int) -> set[str]:
+        return {rid for rid, steps in self.ran.items() if any(s == t for s, _ in steps)}
+
+
+def situations_hit(scenario: Scenario, outcome: CheckOutcome) -> frozenset[str]:
+    """The situations (names of :data:`SITUATIONS`) the lockstep run of ``scenario`` reached.
+
+    Read from what ran: the reference's records (requests, tokens, seeds, stops)
+    and the graph engine's (slots, R, buckets); a run stopped by a divergence
+    counts up to its last step.
+    """
+    run = _Run(scenario, outcome.records.get("reference", []), outcome.records.get("graph", []))
+    if not run.reference:
+        return frozenset()
+    found: set[str] = set()
+    for check in (_config, _slots, _eos, _batches, _seeds_and_sampling, _reasoning):
+        found.update(check(run))
+    return frozenset(found)
+
+
+def _config(run: _Run) -> Iterator[str]:
+    cfg = run.config
+    if any(r.used_graph for r in run.graph):
+        yield f"scope {cfg.graph_scope}"
+    if not run.speculative:
+        yield "NAIVE mode"
+        return
+    yield f"k={cfg.num_speculative_tokens}"
+    yield f"verify {cfg.verify_strategy}"
+    yield f"policy {cfg.accept_policy}"
+
+
+def _slots(run: _Run) -> Iterator[str]:
+    """Slot reuse, told apart by how the previous occupant left and what it left set."""
+    occupant: dict[int, str] = {}
+    for record in run.graph:
+        for rid, slot in record.slots:
+            previous = occupant.get(slot)
+            occupant[slot] = rid
+            if previous is None or previous == rid:
+                continue
+            yield from _reuse(run, previous, rid)
+
+
+def _reuse(run: _Run, previous: str, rid: str) -> Iterator[str]:
+    steps = run.ran.get(previous)
+    old, new = run.specs.get(previous), run.specs.get(rid)
+    if not steps or old is None or new is None:
+        return
+    last, final = steps[-1]
+    yield "slot reuse after finish" if final.stopped else "slot reuse after abort"
+    if previous in run.scenario.accept_overrides_at(last):
+        yield "leftover accept override"
+    status = reasoning_status_at(old, last)
+    if status != 0 and reasoning_status_at(new, run.first_step.get(rid, last + 1)) != status:
+        yield "leftover reasoning status"
+    if (old.temperature, old.top_p, old.top_k) != (new.temperature, new.top_p, new.top_k):
+        yield "leftover sampling params"
+
+
+def _eos(run: _Run) -> Iterator[str]:
+    for rid, steps in run.ran.items():
+        spec = run.specs.get(rid)
+        if spec is None:
+            continue
+        eos, emitted, drafts = set(spec.eos_token_ids), 0, ()
+        for i, (_, step) in enumerate(steps):
+            tokens = step.accept_tokens
+            emitted += len(tokens)
+            if i == 0 and tokens and tokens[0] in eos:
+                yield "eos as first token"
+            if i > 0 and run.speculative and not drafts:
+                yield "drafter skipped near max_dec_len"
+            if step.stopped and tokens:
+                yield from _stop_against_drafts(tokens, tuple(drafts), eos, emitted == spec.max_dec_len)
+            drafts = step.draft_tokens
+
+
+def _stop_against_drafts(
+    tokens: tuple[int, ...], drafts: tuple[int, ...], eos: set[int], at_limit: bool
+) -> Iterator[str]:
+    """How a stopping step ended against the drafts it verified."""
+    matched = len(tokens) - 1  # the tokens before the last one were accepted drafts when they match
+    if not drafts or tuple(tokens[:matched]) != drafts[:matched]:
+        return
+    last, bonus = tokens[-1], matched == len(drafts)
+    if at_limit:  # the limit stops on whatever the token was (FastDeploy's contract writes eos[0] there)
+        if bonus:
+            yield "max_dec_len at the bonus token"
+    elif last in eos:
+        if matched < len(drafts) and last == drafts[matched]:
+            yield "eos as accepted draft"
+        elif bonus:
+            yield "eos as bonus token"
+
+
+def _batches(run: _Run) -> Iterator[str]:
+    sizes = run.config.capture_sizes
+    previous: StepRecord | None = None
+    seen: set[str] = set()  # requests that ran before this step
+    for record in run.graph:
+        t, R = record.step, record.real_bsz
+        running = run.running_at(t)
+        prefill = {rid for rid in running if run.first_step.get(rid) == t}
+        if prefill and running - prefill:
+            yield "prefill among decodes"
+        if running and seen and not seen & running:
+            yield "all finished then arrivals"
+        if R and not prefill and sizes:
+            yield from _bucket_position(R, sizes)
+        if _shrinks(previous, record):
+            yield "bucket shrinks"
+        seen |= running
+        previous = record
+
+
+def _shrinks(previous: StepRecord | None, record: StepRecord) -> bool:
+    """Whether ``record`` replays a smaller bucket than the replay of the step just before it."""
+    if previous is None or previous.step != record.step - 1 or not (previous.used_graph and record.used_graph):
+        return False
+    return record.bucket is not None and previous.bucket is not None and record.bucket < previous.bucket
+
+
+def _bucket_position(R: int, sizes: Sequence[int]) -> Iterator[str]:
+    if R in sizes:
+        yield "R equals a capture size"
+    if R - 1 in sizes and R <= max(sizes):
+        yield "R one above a capture size"
+    if R > max(sizes):
+        yield "R above every capture size"
+
+
+def _seeds_and_sampling(run: _Run) -> Iterator[str]:
+    near = SEED_MODULUS - run.config.seed_increment
+    for rid, steps in run.ran.items():
+        if any(step.infer_seed >= near for _, step in steps):
+            yield "seed near the modulus"
+        spec = run.specs.get(rid)
+        if spec is None or not run.stochastic:
+            continue
+        if spec.top_p == 1.0:
+            yield "top_p = 1"
+        if spec.top_k == 1:
+            yield "top_k = 1"
+
+
+def _reasoning(run: _Run) -> Iterator[str]:
+    if not run.speculative:  # reasoning_status plays no part in NAIVE mode
+        return
+    for rid, steps in run.ran.items():
+        spec = run.specs.get(rid)
+        if spec is None or not spec.reasoning:
+            continue
+        statuses = [reasoning_status_at(spec, t) for t, _ in steps]
+        for a, b in zip(statuses, statuses[1:]):
+            if a != b:
+                yield f"reasoning {a}->{b}"
+
+
+# --------------------------------------------------------------------------- tallies
+
+
+@dataclass
+class CoverageTally:
+    """Situations over a search: how many examples hit each, and how many of those diverged."""
+
+    examples: int = 0
+    hits: Counter[str] = field(default_factory=Counter)
+    diverging: Counter[str] = field(default_factory=Counter)
+
+    def add(self, hit: Iterable[str], *, diverged: bool) -> None:
+        names = set(hit)
+        self.examples += 1
+        self.hits.update(names)
+        if diverged:
+            self.diverging.update(names)
+
+    def merge(self, other: CoverageTally) -> CoverageTally:
+        """The tally of both searches (a new object)."""
+        return CoverageTally(self.examples + other.examples, self.hits + other.hits, self.diverging + other.diverging)
+
+    def missing(self) -> list[str]:
+        """The situations no example reached, in table order."""
+        return [name for name in SITUATION_NAMES if not self.hits.get(name)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"examples": self.examples, "hits": dict(self.hits), "diverging": dict(self.diverging)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CoverageTally:
+        return cls(int(data.get("examples", 0)), Counter(data.get("hits", {})), Counter(data.get("diverging", {})))
+
+
+@dataclass(frozen=True)
+class SituationRow:
+    """One row of the situation table."""
+
+    situation: Situation
+    examples: int  # examples that hit it
+    diverging_examples: int  # of those, examples with a failing divergence
+    involved: bool  # the reported (shrunk) diverging scenario hits it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "situation": self.situation.name,
+            "group": self.situation.group,
+            "description": self.situation.description,
+            "examples": self.examples,
+            "diverging_examples": self.diverging_examples,
+            "involved": self.involved,
+        }
+
+
+def situation_table(tally: CoverageTally, involved: Iterable[str] = ()) -> list[SituationRow]:
+    """Every situation with its counts; ``involved``: situations of the reported diverging scenarios."""
+    marked = set(involved)
+    return [
+        SituationRow(s, tally.hits.get(s.name, 0), tally.diverging.get(s.name, 0), s.name in marked) for s in SITUATIONS
+    ]
+
+
+def merged_coverage(tallies: Iterable[CoverageTally]) -> CoverageTally:
+    """One tally of several searches (suites, or the jobs of a parallel run)."""
+    total = CoverageTally()
+    for tally in tallies:
+        total = total.merge(tally)
+    return total
+
+
+def involved_situations(outcomes: Iterable[CheckOutcome]) -> frozenset[str]:
+    """The situations the failing ``outcomes`` (the shrunk scenarios a run reports) reached."""
+    found: set[str] = set()
+    for outcome in outcomes:
+        if not outcome.clean:
+            found |= situations_hit(outcome.scenario, outcome)
+    return frozenset(found)
+
+
+__all__ = [
+    "CoverageTally",
+    "SITUATIONS",
+    "SITUATION_NAMES",
+    "Situation",
+    "SituationRow",
+    "involved_situations",
+    "merged_coverage",
+    "situation",
+    "situation_table",
+    "situations_hit",
+]

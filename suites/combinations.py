@@ -1,0 +1,261 @@
+"""Scenarios built to reach the rare situations directly (graphcheck.check.situations).
+
+Random scripts reach most situations by themselves, but a few need events to
+line up: an eos that is exactly an accepted draft token, a max_dec_len that falls
+inside a run of accepted drafts, a request walking through every reasoning_status
+transition while it decodes, a batch whose high slots all leave at once so the
+next replay takes a smaller bucket, more requests than the largest bucket. This
+suite builds those on purpose, swarm style: every example switches on a random
+subset of *recipes* (at least one) over a configuration that suits them, on top
+of a few ordinary requests. Where a recipe needs to know what the model will say
+(which token a draft will be), it asks the NumPy reference: it decodes the
+scenario once and plants the eos or the length limit at a position the
+reference shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Collection, NamedTuple, Sequence
+
+from hypothesis import strategies as st
+
+from graphcheck.reference import decode
+from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
+from graphcheck.strategies import engine_configs, request_specs, sampling_params
+
+#: A closed walk over the four reasoning statuses taking every one of the 12 transitions once
+#: (the complete digraph on 0..3 is Eulerian); any rotation of it is one too.
+REASONING_TOUR = (0, 1, 0, 2, 0, 3, 1, 2, 1, 3, 2, 3)
+
+#: Request-level recipes (any speculative configuration) and batch shapes (one per example).
+STOP_KINDS = ("max_dec_len at the bonus token", "eos as accepted draft", "eos as bonus token")
+SHAPES = ("shrinking batch", "past every bucket", "mixed")
+
+
+class Recipe(NamedTuple):
+    """What one example switches on."""
+
+    tour: bool  # a long request walks through reasoning transitions
+    stops: tuple[str, ...]  # of STOP_KINDS, each planted on its own request with the reference's help
+    shape: str  # one of SHAPES
+
+
+@st.composite
+def recipes(draw: st.DrawFn) -> Recipe:
+    """A swarm subset: each recipe on or off, at least one switched on; shrinks to a planted eos."""
+    stops = tuple(kind for kind in STOP_KINDS if draw(st.booleans()))
+    tour = draw(st.booleans())
+    shape = draw(st.sampled_from(SHAPES[:2] + SHAPES))  # the two batch shapes weighted up
+    if not stops and not tour and shape == "mixed":
+        stops = STOP_KINDS[:1]
+    return Recipe(tour, stops, shape)
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def _config(draw: st.DrawFn, recipe: Recipe) -> EngineConfig:
+    speculative = recipe.tour or bool(recipe.stops)
+    naive = False if speculative else st.sampled_from((False, True))
+    policy = st.sampled_from(("accept_all", "normal", "accept_all", "reject_all"))
+    if recipe.stops:  # a planted stop needs accepted drafts
+        policy = st.sampled_from(("accept_all", "normal"))
+    if recipe.shape == "shrinking batch":
+        sizes = st.sampled_from(((1, 2, 4), (2, 4), (1, 2, 3, 4), (2, 4, 8), (1, 4), (2, 3), (1, 2)))
+        config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy, max_num_seqs=8))
+        return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes))
+    if recipe.shape == "past every bucket":
+        sizes = st.sampled_from(((1,), (2,), (1, 2), (1, 3), (2, 3), (3,)))
+        config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy))
+        return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes) + draw(st.integers(1, 3)))
+    return draw(engine_configs(naive_mode=naive, accept_policy=policy))
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+def _requests(draw: st.DrawFn, config: EngineConfig, recipe: Recipe, num_steps: int) -> list[RequestSpec]:
+    """The batch shape's requests, ids r0, r1, ...; r0 lives long (the tour rides on it)."""
+    if recipe.shape == "shrinking batch":
+        n = max(config.capture_sizes)
+        keep = draw(st.integers(1, max(1, n // 2)))  # the low slots keep decoding
+        lifetimes = ["long"] * keep + ["short"] * (n - keep)
+        arrivals = [0] * n
+    elif recipe.shape == "past every bucket":
+        n = draw(st.integers(max(config.capture_sizes) + 1, config.max_num_seqs))
+        lifetimes = ["long"] * n
+        arrivals = [0] * n
+    else:
+        n = draw(st.integers(2, 5))
+        lifetimes = ["long"] + [draw(st.sampled_from(("short", "mixed", "long"))) for _ in range(n - 1)]
+        arrivals = [0] + [draw(st.integers(0, num_steps - 1)) for _ in range(n - 1)]
+    sampling = sampling_params(config)
+    specs = [
+        draw(
+            request_specs(
+                config,
+                num_steps,
+                f"r{i}",
+                arrival=arrivals[i],
+                lifetime=lifetimes[i],
+                aborts=recipe.shape == "mixed" and i > 0,
+                reasoning=False,
+                sampling=sampling,
+            )
+        )
+        for i in range(n)
+    ]
+    if recipe.shape == "shrinking batch":  # the high slots leave after one replay of the full bucket
+        last_step = 1 + config.tokens_per_request  # the prefill's token, then one step's worth
+        specs = [
+            dataclasses.replace(spec, max_dec_len=draw(st.integers(2, last_step))) if life == "short" else spec
+            for spec, life in zip(specs, lifetimes)
+        ]
+    return specs
+
+
+def _tour(draw: st.DrawFn, spec: RequestSpec, num_steps: int) -> RequestSpec:
+    """``spec`` with reasoning changes at every step from its arrival, following a rotation of the tour."""
+    start = draw(st.integers(0, len(REASONING_TOUR) - 1))
+    length = min(num_steps - spec.arrival_step, len(REASONING_TOUR) + 1)
+    statuses = [REASONING_TOUR[(start + i) % len(REASONING_TOUR)] for i in range(length)]
+    changes = tuple(ReasoningChange(spec.arrival_step + i, s) for i, s in enumerate(statuses))
+    return dataclasses.replace(spec, reasoning=changes)
+
+
+@st.composite
+def combination_scenarios(draw: st.DrawFn) -> Scenario:
+    """An example of the combinations suite (see the module docstring)."""
+    recipe = draw(recipes())
+    config = _config(draw, recipe)
+    num_steps = draw(st.integers(14, 16) if recipe.tour else st.integers(5, 14))
+    requests = _requests(draw, config, recipe, num_steps)
+    for i in range(len(requests), int(recipe.tour) + len(recipe.stops)):  # a request per planted recipe
+        arrival = draw(st.integers(0, 2))
+        requests.append(
+            draw(request_specs(config, num_steps, f"r{i}", arrival=arrival, lifetime="long", reasoning=False))
+        )
+    if recipe.tour:
+        requests[0] = _tour(draw, requests[0], num_steps)
+    accepts = _forced_accepts(draw, config, requests, num_steps, recipe)
+    scenario = validate(Scenario(config, tuple(requests), accepts, num_steps, "combinations"))
+    if recipe.tour or recipe.shape == "shrinking batch":  # r0 must outlive the tour, or the exits
+        scenario = keep_running(scenario, "r0")
+    taken = {"r0"} if recipe.tour else set()
+    for kind in recipe.stops:
+        scenario, planted = plant_stop(scenario, kind, draw(st.integers(0, 2**16)), avoid=taken)
+        taken |= planted
+    return scenario
+
+
+def _forced_accepts(
+    draw: st.DrawFn, config: EngineConfig, requests: Sequence[RequestSpec], num_steps: int, recipe: Recipe
+) -> tuple[AcceptOverride, ...]:
+    """Under the normal policy a planted stop needs drafts accepted: the requests that may carry one
+    accept all k drafts on every step after their arrival (the override hook), from a drawn first step."""
+    if not recipe.stops or config.accept_policy != "normal" or config.naive_mode:
+        return ()
+    k, first = config.num_speculative_tokens, draw(st.integers(1, 3))
+    carriers = requests[1:] if recipe.tour else requests
+    return tuple(
+        sorted(
+            (
+                AcceptOverride(t, spec.request_id, k)
+                for spec in carriers
+                for t in range(spec.arrival_step + first, num_steps)
+            ),
+            key=lambda a: (a.step, a.request_id),
+        )
+    )
+
+
+# --------------------------------------------------------------------------- planting with the reference
+
+
+class _Spot(NamedTuple):
+    request_id: str
+    token: int  # the token to become the eos (planted eos)
+    limit: int  # the max_dec_len that ends the request at this token (planted length)
+
+
+def plant_stop(scenario: Scenario, kind: str, pick: int, avoid: Collection[str] = ()) -> tuple[Scenario, set[str]]:
+    """``scenario`` with one request's eos ids or max_dec_len changed so that it stops as ``kind`` says.
+
+    The reference decodes the scenario once; the candidate spots are where a
+    request accepted drafts (for an eos as the bonus token: all of them), and
+    ``pick`` chooses one; requests in ``avoid`` are left alone. Returns the scenario
+    and the request changed (none, and the scenario unchanged, when there is no spot).
+    """
+    spots = _spots(scenario, kind, avoid)
+    if not spots:
+        return scenario, set()
+    spot = spots[pick % len(spots)]
+    spec = scenario.request(spot.request_id)
+    if kind == "max_dec_len at the bonus token":
+        new = dataclasses.replace(spec, max_dec_len=spot.limit)
+    else:
+        new = dataclasses.replace(spec, eos_token_ids=(spot.token,))
+    requests = tuple(new if r.request_id == spec.request_id else r for r in scenario.requests)
+    return validate(dataclasses.replace(scenario, requests=requests)), {spec.request_id}
+
+
+def _spots(scenario: Scenario, kind: str, avoid: Collection[str]) -> list[_Spot]:
+    found: list[_Spot] = []
+    emitted: dict[str, list[int]] = {}
+    drafts: dict[str, tuple[int, ...]] = {}
+    for result in decode(scenario):
+        for step in result.requests:
+            rid, tokens = step.request_id, step.accept_tokens
+            before = emitted.setdefault(rid, [])
+            proposed = drafts.get(rid, ())
+            if rid not in avoid and proposed:
+                found.extend(_spots_in_step(kind, rid, tokens, proposed, before))
+            before.extend(tokens)
+            drafts[rid] = step.draft_tokens
+    return found
+
+
+def _spots_in_step(
+    kind: str, rid: str, tokens: tuple[int, ...], proposed: tuple[int, ...], before: list[int]
+) -> list[_Spot]:
+    accepted = 0  # leading tokens of the step that are accepted drafts
+    while accepted < min(len(tokens) - 1, len(proposed)) and tokens[accepted] == proposed[accepted]:
+        accepted += 1
+    seen = set(before)
+    if kind != "eos as accepted draft":
+        bonus = accepted == len(proposed) and len(tokens) == accepted + 1
+        if not bonus or (kind == "eos as bonus token" and tokens[-1] in seen | set(tokens[:-1])):
+            return []
+        return [_Spot(rid, tokens[-1], len(before) + len(tokens))]
+    return [
+        _Spot(rid, tokens[j], len(before) + j + 1)
+        for j in range(accepted)
+        if tokens[j] not in seen and tokens[j] not in tokens[:j]
+    ]
+
+
+def keep_running(scenario: Scenario, request_id: str, *, rounds: int = 3) -> Scenario:
+    """``scenario`` with ``request_id``'s eos ids swapped for a token it never emits in the run (when one
+    exists), so that it decodes to the end; re-checked with the reference up to ``rounds`` times."""
+    for _ in range(rounds):
+        emitted = {
+            t
+            for result in decode(scenario)
+            for s in result.requests
+            if s.request_id == request_id
+            for t in s.accept_tokens
+        }
+        spec = scenario.request(request_id)
+        if not emitted & set(spec.eos_token_ids):
+            return scenario
+        unused = [t for t in range(scenario.config.vocab_size) if t not in emitted]
+        if not unused:
+            return scenario
+        new = dataclasses.replace(spec, eos_token_ids=(unused[-1],))
+        requests = tuple(new if r.request_id == request_id else r for r in scenario.requests)
+        scenario = validate(dataclasses.replace(scenario, requests=requests))
+    return scenario
+
+
+__all__ = ["REASONING_TOUR", "Recipe", "combination_scenarios", "keep_running", "plant_stop", "recipes"]
