@@ -213,8 +213,10 @@ def find_diverging(
     return None
 
 
-#: Scenarios per fuzzed example (one engine configuration): see graphcheck.search.batches.
-DEFAULT_PER_CONFIG = 6
+#: Scenarios per fuzzed example (one engine configuration), at most: see graphcheck.search.batches.
+DEFAULT_PER_CONFIG = 8
+#: Passing scenarios a batched search remembers (judge_batch), at most.
+_PASSED_KEPT = 4096
 
 
 def fuzz_suite(
@@ -306,16 +308,26 @@ class _Search:
         self.examples = self.steps = self.ambiguous_examples = 0
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
+        self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
 
     def judge(self, scenario: Scenario) -> Scenario | None:
         """``scenario`` when it diverges, else None."""
         return scenario if self.diverges(scenario) else None
 
     def judge_batch(self, batch: tuple[Scenario, ...]) -> Scenario | None:
-        """The first scenario of ``batch`` that diverges (the rest are not run), else None."""
+        """The first scenario of ``batch`` that diverges (the rest are not run), else None.
+
+        A scenario that already passed in this search is not run again: a lockstep run
+        is deterministic, and shrinking keeps redrawing the batch's minimal passing ones.
+        """
         for scenario in batch:
+            if scenario in self.passed:
+                continue
             if self.diverges(scenario):
                 return scenario
+            if len(self.passed) >= _PASSED_KEPT:
+                self.passed.clear()
+            self.passed.add(scenario)
         return None
 
     def diverges(self, scenario: Scenario) -> bool:
