@@ -17,7 +17,7 @@ configurations it holds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from graphcheck.scenario import EngineConfig
@@ -28,13 +28,19 @@ DEFAULT_CAPACITY = 4
 
 @dataclass(frozen=True)
 class PoolKey:
-    """Everything an engine is built from, but the weights (a function of ``config``)."""
+    """Everything an engine is built from, but the weights (a function of ``config``).
 
-    factory: Any
-    backend: Any
+    The factory and the backend count by identity (either may be unhashable); the
+    key holds them, so that their ids are not reused while it exists.
+    """
+
+    factory_id: int
+    backend_id: int
     config: EngineConfig
     faults: tuple[str, ...]
     use_graphs: bool
+    factory: Any = field(compare=False)
+    backend: Any = field(compare=False)
 
 
 def supports_reset(engine: Any) -> bool:
@@ -56,7 +62,7 @@ class EnginePool:
 
     @staticmethod
     def key(factory: Any, backend: Any, config: EngineConfig, faults: Sequence[str], *, use_graphs: bool) -> PoolKey:
-        return PoolKey(factory, backend, config, tuple(faults), use_graphs)
+        return PoolKey(id(factory), id(backend), config, tuple(faults), use_graphs, factory, backend)
 
     def __len__(self) -> int:
         return len(self._idle)
