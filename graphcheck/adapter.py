@@ -25,6 +25,7 @@ GraphInput             ``graphcheck.backends.graphs.base.StaticInput``
 RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
 SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
 StateSnapshots         ``Engine.state_snapshot`` (optional protocol)
+Resettable             ``Engine.reset`` (optional protocol)
 =====================  ==========================================
 
 Capture and replay themselves are the engine's business: the harness never
@@ -42,6 +43,11 @@ after every step and checks that free slots are idle (``state``
 divergences), and a kernel trace can name the first kernel where the engines
 part. Rows the engine does not declare (padding, scratch, free cache blocks)
 are never compared. An engine without it gets every other check.
+
+Reset (optional). An engine that implements :class:`Resettable` is kept after
+a lockstep run and reused, after ``reset()``, by the next scenario of the same
+configuration (``graphcheck.check.pool``): a fuzzed batch then builds and
+captures one engine pair. An engine without it is built anew for every scenario.
 
 All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
 checks that the members exist (not their types or semantics; the lockstep run
@@ -282,6 +288,23 @@ class StateSnapshots(Protocol):
 
 
 @runtime_checkable
+class Resettable(Protocol):
+    """Optional: an engine that can return to the state it had right after construction."""
+
+    def reset(self) -> None:
+        """Return exactly to the post-construction state (after capture and any warm-up replay).
+
+        Called between two scenarios of the same config, faults and ``use_graphs``,
+        never during one. Afterwards the engine must be indistinguishable from a
+        new one: the same buffer objects as after construction (the addresses its
+        graphs froze), their contents copied back in place, no request queued or
+        running, every host-side field as construction left it; its graphs are
+        kept. Raise when that is impossible (for example a buffer it let go of no
+        longer exists): the engine is then dropped and a new one built.
+        """
+
+
+@runtime_checkable
 class ModelReports(Protocol):
     """Optional: an engine that reports what its own model produced (needed by the model-agnostic
     oracle and by the float tolerance, ``graphcheck.check.oracles`` / ``graphcheck.check.numeric``)."""
@@ -344,6 +367,7 @@ __all__ = [
     "EngineFactory",
     "GraphInput",
     "ModelReports",
+    "Resettable",
     "RunnerInfo",
     "SlotCapacity",
     "StateSnapshots",

@@ -68,6 +68,7 @@ from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from graphcheck.backends.engine.forward import draft_forward, target_forward
 from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
+from graphcheck.backends.engine.restore import restore, take_checkpoint
 from graphcheck.backends.engine.sampling import (
     EXACT_SCORE_SCALE,
     RowParams,
@@ -105,7 +106,7 @@ from graphcheck.backends.engine.transfer import (
 from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
 from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import load_weights
-from graphcheck.backends.graphs.base import iter_tensors
+from graphcheck.backends.graphs.base import iter_tensors, never_holds_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
@@ -144,6 +145,36 @@ class BucketGraphs:
 
     def all(self) -> list[Any]:
         return [g for g in (self.target, self.draft) if g is not None]
+
+
+#: Attributes construction sets once and nothing changes later: kept by reset(), never copied.
+#: Every other attribute is host state, put back by reset() (``scheduler`` is rebuilt).
+_STRUCTURAL = frozenset(
+    {
+        "config",
+        "contract",
+        "faults",
+        "_draft_pack_faults",
+        "device",
+        "xp",
+        "weights",
+        "_score_scale",
+        "sizes",
+        "buffers",
+        "scheduler",
+        "k1",
+        "num_model_steps",
+        "capture_sizes",
+        "use_graphs",
+        "runner",
+        "graphs",
+        "capture_order",
+        "_pristine",
+        "_inert_attrs",
+    }
+)
+
+_NOTHING = object()
 
 
 def _region(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -209,6 +240,24 @@ class Engine:
         self._report_drafts: dict[str, int] = {}
         if self.runner is not None:
             self._capture_graphs()
+        self._inert_attrs: dict[str, Any] = {}  # memory_bytes' cache (``_tensor_bytes``)
+        self._pristine = take_checkpoint(self, [n for n in vars(self) if n not in _STRUCTURAL])
+
+    def reset(self) -> None:
+        """Return to the exact state right after construction (after capture and the warm replay).
+
+        Every buffer field and weight is bound again to the tensor object it had
+        then and its contents are copied back in place (same storage, same
+        ``data_ptr``: the graphs froze those addresses); the tensors the graphs own
+        whose contents outlive a replay, and their replay counters, are put back
+        too; the scheduler is ``Scheduler(config)`` again and every other host-side
+        attribute is what construction left (``backends.engine.restore``). The
+        graphs themselves are kept. Raises ``EngineNotRestorable`` when a tensor
+        bound at construction no longer exists (a fault dropped it): build a new
+        engine then.
+        """
+        restore(self, self._pristine, _STRUCTURAL)
+        self.scheduler = Scheduler(self.config)
 
     # ------------------------------------------------------------------ decoder protocol
     def submit(self, spec: RequestSpec) -> None:
@@ -337,8 +386,21 @@ class Engine:
         Graphs are opaque here: what they hold is the runner's to count.
         """
         tensor_type = type(self.buffers.ids)
+
+        def is_tensor(obj: Any) -> bool:
+            return isinstance(obj, tensor_type)
+
+        inert = self._inert_attrs  # name -> a value found to hold no tensor, ever: skipped while still bound
+        state = []
+        for name, value in vars(self).items():
+            if name in ("_pristine", "_inert_attrs") or inert.get(name, _NOTHING) is value:
+                continue  # reset()'s copies are not the engine's
+            if never_holds_tensors(value, is_tensor):
+                inert[name] = value
+            else:
+                state.append(value)
         seen: dict[int, Any] = {}
-        for t in iter_tensors(list(vars(self).values()), lambda o: isinstance(o, tensor_type)):
+        for t in iter_tensors(state, is_tensor):
             seen.setdefault(id(t), t)
         return sum(self.xp.nbytes(t) for t in seen.values())
 

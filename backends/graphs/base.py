@@ -87,6 +87,20 @@ def iter_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> Iterator[Any]:
             yield from iter_tensors(getattr(obj, f.name), is_tensor)
 
 
+def never_holds_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> bool:
+    """Whether :func:`iter_tensors` finds no tensor in ``obj`` now and never can: ``obj`` is no
+    container it walks (a number, a string, a function, ...), or a tuple or a frozen dataclass of such."""
+    if is_tensor(obj) or isinstance(obj, (list, dict)):
+        return False
+    if isinstance(obj, tuple):
+        return all(never_holds_tensors(item, is_tensor) for item in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if not type(obj).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            return False
+        return all(never_holds_tensors(getattr(obj, f.name), is_tensor) for f in dataclasses.fields(obj))
+    return True
+
+
 class Region:
     """What one capture region has allocated so far.
 
@@ -163,6 +177,17 @@ class Graph(ABC):
     static_inputs: tuple[StaticInput, ...]
     _ops: TensorOps
     _root_refs: tuple[weakref.ref, ...]
+    #: Names of the int attributes a replay advances (``replays``, ``updates``): host state of
+    #: the graph that an engine's ``reset()`` puts back with the rest of its checkpoint.
+    counters: tuple[str, ...] = ()
+
+    def persistent_tensors(self) -> list[Any]:
+        """Tensors the graph owns whose contents outlive a replay: those of ``outputs``.
+
+        A device graph's other pool memory (intermediates) is written by every
+        replay before it is read, so only what it hands the engine persists.
+        """
+        return list(iter_tensors(self.outputs, self._ops.is_tensor))
 
     @abstractmethod
     def replay(self) -> None:

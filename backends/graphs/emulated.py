@@ -219,6 +219,16 @@ class EmulatedGraph(Graph):
             self._store_results(call, fresh)
         self.replays += 1
 
+    counters = ("replays",)
+
+    def persistent_tensors(self) -> list[Any]:
+        """Every storage the region allocated (outputs and intermediates) and the outputs.
+
+        Unlike a device graph, a replay re-runs only the kernel calls: an
+        intermediate a kernel writes in part keeps the rest from the last replay.
+        """
+        return list(self._owned) + super().persistent_tensors()
+
     def kernel_calls(self) -> list[tuple[Callable[..., Any], tuple, dict]]:
         """The recorded kernel calls, in replay order: ``(fn, args, kwargs)`` as a replay issues them."""
         return [(c.fn, c.args, c.kwargs) for c in self._calls]

@@ -239,6 +239,14 @@ class NpuGraph(Graph):
         self._update_stream = update_stream
         self.updates = 0  # how often the update hook re-issued the tasks
 
+    #: The tasks' ``issued`` host values are not state: the hook re-issues every task before every replay.
+    counters = ("updates",)
+
+    def persistent_tensors(self) -> list[Any]:
+        """The outputs, plus what the device graph keeps between replays where it can say (the emulated module)."""
+        inner = getattr(self.device_graph, "persistent_tensors", None)
+        return super().persistent_tensors() + (inner() if callable(inner) else [])
+
     def update(self) -> None:
         """The update hook: re-issue every host-parameter task with its parameters' values now."""
         if not self.tasks:

@@ -129,6 +129,10 @@ class EmulatedNpuGraph:
         """The captured graph's recorded kernel calls (none before capture_end)."""
         return self.graph.kernel_calls() if self.graph is not None else []
 
+    def persistent_tensors(self) -> list[Any]:
+        """What the captured graph keeps between replays (``EmulatedGraph.persistent_tensors``)."""
+        return self.graph.persistent_tensors() if self.graph is not None else []
+
     def __init__(self, module: EmulatedNpu, label: str) -> None:
         self.module, self.label = module, label
         self.graph: EmulatedGraph | None = None  # set by capture_end

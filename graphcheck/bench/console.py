@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from graphcheck.bench.run import DECODE_MODES, BenchSummary
+from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, BenchSummary
 from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
 
 
@@ -77,10 +77,37 @@ def lockstep_table(summary: BenchSummary) -> Table:
     return table
 
 
+def fuzz_table(summary: BenchSummary) -> Table:
+    """Fuzz throughput per mode (fresh engines per scenario, pooled engines per batch) and the ratio."""
+    speedup = summary.fuzz_speedup
+    table = Table(
+        title=f"fuzz ({summary.backend}); pooled over fresh target >= {FUZZ_SPEEDUP_TARGET:.1f}x", title_justify="left"
+    )
+    for column in ("mode", "scenarios per config", "configs", "examples", "steps", "seconds", "examples/s", "ratio"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for row in summary.fuzz:
+        rate = row.examples_per_s
+        ratio = ""
+        if row.mode == "pooled" and speedup is not None:
+            colour = "green" if speedup >= FUZZ_SPEEDUP_TARGET else "red"
+            ratio = f"[{colour}]{speedup:.2f}x[/]"
+        table.add_row(
+            row.mode,
+            f"<= {row.per_config}",
+            str(row.configs),
+            str(row.examples),
+            str(row.steps),
+            f"{row.seconds:.1f}",
+            "" if rate is None else f"{rate:.2f}",
+            ratio,
+        )
+    return table
+
+
 def verdict_line(summary: BenchSummary) -> str:
     if summary.passed:
         return f"[bold green]TARGETS MET[/] checking overhead {summary.overhead:.2f} <= {summary.overhead_target:.1f}"
     return "[bold red]TARGETS NOT MET[/] " + "; ".join(summary.problems)
 
 
-__all__ = ["decode_table", "lockstep_table", "verdict_line"]
+__all__ = ["decode_table", "fuzz_table", "lockstep_table", "verdict_line"]

@@ -4,8 +4,10 @@ The benchmarks run in a pytest subprocess (``--benchmark-json``), on the backend
 passed through ``GRAPHCHECK_BENCH_BACKEND`` / ``GRAPHCHECK_BENCH_EMULATE`` /
 ``GRAPHCHECK_BENCH_QUICK``. This module reads the JSON back into a
 :class:`BenchSummary`: the decode step per bucket (eager vs each graph scope),
-and the lockstep runner per scenario and over the whole set, with the checking
-overhead judged against :func:`graphcheck.check.timings.overhead_target`.
+the lockstep runner per scenario and over the whole set, with the checking
+overhead judged against :func:`graphcheck.check.timings.overhead_target`, and
+the fuzz throughput (lockstep runs per second) with fresh and with pooled
+engines, and their ratio.
 
 Files of one run (``reports/bench/<run-id>/`` or ``--out``): ``bench.json``
 (pytest-benchmark's own), ``summary.json`` (the figures below and the verdict),
@@ -18,7 +20,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -51,6 +53,26 @@ class LockstepRow:
     timings: LockstepTimings
 
 
+@dataclass(frozen=True)
+class FuzzRow:
+    """One mode of the fuzz benchmark: lockstep runs (scenarios checked) over its seconds."""
+
+    mode: str  # "fresh" (a scenario per example, engines built for each) or "pooled"
+    examples: int  # lockstep runs
+    configs: int  # Hypothesis examples: engine configurations
+    steps: int
+    seconds: float
+    per_config: int = 1
+
+    @property
+    def examples_per_s(self) -> float | None:
+        return self.examples / self.seconds if self.seconds > 0 else None
+
+
+#: What the pooled fuzz should reach over the fresh one on the CPU (shown, not part of the verdict).
+FUZZ_SPEEDUP_TARGET = 2.0
+
+
 @dataclass
 class BenchSummary:
     """What one ``graphcheck bench`` run measured, and whether the targets hold."""
@@ -61,7 +83,19 @@ class BenchSummary:
     overhead_target: float
     decode: list[DecodeRow] = field(default_factory=list)
     lockstep: list[LockstepRow] = field(default_factory=list)
+    fuzz: list[FuzzRow] = field(default_factory=list)
     pytest_rc: int = 0
+
+    def fuzz_row(self, mode: str) -> FuzzRow | None:
+        return next((r for r in self.fuzz if r.mode == mode), None)
+
+    @property
+    def fuzz_speedup(self) -> float | None:
+        """Pooled fuzz examples/s over fresh examples/s (None without both)."""
+        fresh, pooled = self.fuzz_row("fresh"), self.fuzz_row("pooled")
+        if fresh is None or pooled is None or not fresh.examples_per_s or pooled.examples_per_s is None:
+            return None
+        return pooled.examples_per_s / fresh.examples_per_s
 
     @property
     def total(self) -> LockstepTimings:
@@ -118,12 +152,28 @@ class BenchSummary:
             ],
             "lockstep": [{"scenario": r.scenario, "batch": r.batch, **r.timings.as_dict()} for r in self.lockstep],
             "lockstep_total": total.as_dict(),
+            "fuzz": {
+                "rows": [{**asdict(r), "examples_per_s": r.examples_per_s} for r in self.fuzz],
+                "speedup": self.fuzz_speedup,
+                "speedup_target": FUZZ_SPEEDUP_TARGET,
+            },
         }
 
 
 def _timings_of(extra: Mapping[str, Any]) -> LockstepTimings:
     known = {f.name for f in fields(LockstepTimings)}
     return LockstepTimings(**{k: v for k, v in extra.items() if k in known})
+
+
+def _fuzz_row(extra: Mapping[str, Any]) -> FuzzRow:
+    return FuzzRow(
+        extra["mode"],
+        int(extra["examples"]),
+        int(extra["configs"]),
+        int(extra.get("steps", 0)),
+        float(extra["seconds"]),
+        int(extra.get("per_config", 1)),
+    )
 
 
 def summarise(
@@ -138,6 +188,8 @@ def summarise(
             row = decode.setdefault(extra["running"], {"bucket": None, "median_s": {}})
             row["median_s"][extra["mode"]] = bench["stats"]["median"]
             row["bucket"] = row["bucket"] or extra.get("bucket")
+        elif extra.get("kind") == "fuzz":
+            summary.fuzz.append(_fuzz_row(extra))
         elif extra.get("kind") == "lockstep":
             summary.runner = extra.get("runner", summary.runner)
             summary.lockstep.append(LockstepRow(extra["scenario"], extra["batch"], _timings_of(extra["timings"])))
@@ -147,6 +199,7 @@ def summarise(
         for n, row in sorted(decode.items())
     ]
     summary.lockstep.sort(key=lambda r: (r.batch, r.scenario))
+    summary.fuzz.sort(key=lambda r: r.mode != "fresh")
     return summary
 
 
@@ -244,6 +297,7 @@ __all__ = [
     "BenchRun",
     "BenchSummary",
     "DecodeRow",
+    "FuzzRow",
     "LockstepRow",
     "benchmarks_dir",
     "log_tail",

@@ -28,6 +28,7 @@ from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, in
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
+from graphcheck.check.pool import EnginePool, PoolKey
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
@@ -110,11 +111,15 @@ class Lockstep:
         engine_factory: EngineFactory | None = None,
         timings: LockstepTimings | None = None,
         oracle: str = "auto",
+        pool: EnginePool | None = None,
     ):
         """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings).
 
         ``oracle``: "exact", "model-agnostic" or "auto" (graphcheck.check.oracles); an
         impossible choice raises OracleError before anything is built.
+
+        ``pool``: take the engines from it (reset, when it holds them) and give them
+        back when :meth:`run` ends, but for an engine whose step raised.
         """
         from graphcheck.backends.engine import Engine
         from graphcheck.reference import make_weights
@@ -122,10 +127,13 @@ class Lockstep:
         factory = engine_factory or Engine
         self.scenario = scenario
         self.timings = timings
+        self._pool = pool
+        self._keys: dict[str, PoolKey] = {}
+        self._broken: set[str] = set()  # "eager" / "graph": raised in a step, never given back
         oracle_name = resolve_oracle(oracle, scenario.config)
         try:
             with self._phase("setup_harness"):
-                weights = make_weights(scenario.config)
+                weights = pool.weights(scenario.config) if pool is not None else make_weights(scenario.config)
                 self.oracle = make_oracle(oracle_name, scenario, weights)
         except Exception as exc:
             if is_out_of_memory(exc):
@@ -144,11 +152,12 @@ class Lockstep:
         where = "eager engine construction"
         try:
             with self._phase("setup_eager"):
-                self.eager = factory(scenario.config, weights, device=backend, use_graphs=False, faults=faults)
+                self.eager = self._engine(factory, weights, backend, faults, use_graphs=False)
             where = "graph engine construction and capture"
             with self._phase("setup_graph"):
-                self.graph = factory(scenario.config, weights, device=backend, use_graphs=True, faults=faults)
+                self.graph = self._engine(factory, weights, backend, faults, use_graphs=True)
         except Exception as exc:
+            self._broken.update(("eager", "graph"))  # a half-built pair is never given back
             if is_out_of_memory(exc):  # the machine's limit, not the engine's bug: never a divergence
                 self.eager = self.graph = None
                 error = _out_of_memory(scenario, where, exc)
@@ -170,6 +179,26 @@ class Lockstep:
         self._occupants: dict[int, str] = {}  # slot -> the last request that ran there
         self._check_capacity()
 
+    def _engine(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str], *, use_graphs: bool):
+        """An engine of this scenario's config: the pool's, reset, when it has one; else a new one."""
+        config = self.scenario.config
+        if self._pool is None:
+            return factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
+        self._keys["graph" if use_graphs else "eager"] = key
+        engine = self._pool.take(key)
+        if engine is None:
+            engine = factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        return engine
+
+    def release(self) -> None:
+        """Give the engines back to the pool (idempotent); an engine whose step raised is dropped."""
+        for source in ("eager", "graph"):
+            engine = getattr(self, source)
+            if self._pool is not None and engine is not None and source not in self._broken:
+                self._pool.give(self._keys[source], engine)
+        self._pool = None
+
     # ------------------------------------------------------------------ running
     def run(self) -> CheckOutcome:
         started = time.perf_counter()
@@ -178,6 +207,8 @@ class Lockstep:
                 if not self.step(t):
                     break
         self.outcome.elapsed_s = time.perf_counter() - started
+        if self.outcome.device_error is None:
+            self.release()
         if self.timings is not None:
             self.timings.wall += self.outcome.elapsed_s
             self.timings.steps += self.outcome.steps_run
@@ -207,6 +238,7 @@ class Lockstep:
                     apply_events(decoder, self.scenario, t)
                     results[source] = decoder.step(t, overrides)
             except Exception as exc:
+                self._broken.add(source)
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
                     raise _out_of_memory(self.scenario, f"step {t} of the {source}", exc) from exc
                 self._fail("crash", t, source, exc)
@@ -536,15 +568,22 @@ def supports_snapshots(engine: Any) -> bool:
 
 
 def check_scenario(
-    scenario: Scenario, backend: Any, *, faults: Sequence[str] = (), localise: bool = False, oracle: str = "auto"
+    scenario: Scenario,
+    backend: Any,
+    *,
+    faults: Sequence[str] = (),
+    localise: bool = False,
+    oracle: str = "auto",
+    pool: EnginePool | None = None,
 ) -> CheckOutcome:
     """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device).
 
     ``localise``: when the run fails, re-run it with a kernel trace and set
     ``outcome.localisation`` (``graphcheck.check.localise``); for a shrunk
-    scenario, never inside a search loop.
+    scenario, never inside a search loop. The trace always builds new engines.
+    ``pool``: engines of earlier runs of the same configuration (``graphcheck.check.pool``).
     """
-    outcome = Lockstep(scenario, backend, faults=faults, oracle=oracle).run()
+    outcome = Lockstep(scenario, backend, faults=faults, oracle=oracle, pool=pool).run()
     if localise and not outcome.clean and outcome.device_error is None:
         from graphcheck.check.localise import localise_outcome
 

@@ -15,11 +15,12 @@ failing divergence, what else failed, and how to replay the scenario.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from graphcheck.adapter import EngineFactory
 from graphcheck.check.lockstep import Lockstep
+from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, replay_command_line
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.threads import single_threaded
@@ -54,11 +55,13 @@ class LockstepRunner:
     """Runs scenarios in lockstep on ``backend`` with engines from ``engine_factory``.
 
     ``engine_factory`` None means the built-in engine (``graphcheck.backends.engine.Engine``).
+    ``pool``: reuse the engines of earlier scenarios of the same configuration (``graphcheck.check.pool``).
     """
 
     backend: Device
     engine_factory: EngineFactory | None = None
     setup: CheckSetup = CheckSetup()  # the model, contract and oracle of every scenario
+    pool: EnginePool | None = field(default=None, compare=False)  # engines kept between scenarios (check.pool)
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         factory = self.engine_factory
@@ -69,7 +72,12 @@ class LockstepRunner:
         """The Lockstep of ``scenario``, engines built and graphs captured, no step run yet."""
         scenario = self.setup.apply(scenario)
         return Lockstep(
-            scenario, self.backend, faults=faults, engine_factory=self.engine_factory, oracle=self.setup.oracle
+            scenario,
+            self.backend,
+            faults=faults,
+            engine_factory=self.engine_factory,
+            oracle=self.setup.oracle,
+            pool=self.pool,
         )
 
     def __call__(self, scenario: Scenario, *, faults: Sequence[str] = ()) -> CheckOutcome:

@@ -16,7 +16,7 @@ def bench_command(args: argparse.Namespace) -> int:
     """Run benchmarks/ under pytest-benchmark; exit 0 when the checking-overhead target is met, else 1."""
     import importlib.util
 
-    from graphcheck.bench.console import decode_table, lockstep_table, verdict_line
+    from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, verdict_line
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
     from graphcheck.check.timings import overhead_target
     from graphcheck.report import new_run_id
@@ -53,6 +53,8 @@ def bench_command(args: argparse.Namespace) -> int:
         console.print(decode_table(summary))
     if summary.lockstep:
         console.print(lockstep_table(summary))
+    if summary.fuzz:
+        console.print(fuzz_table(summary))
     console.print(verdict_line(summary))
     console.print(f"results: {path} (pytest-benchmark JSON: {out_dir / 'bench.json'}, log: {out_dir / 'pytest.log'})")
     return exitcodes.CLEAN if summary.passed else exitcodes.DIVERGENCE

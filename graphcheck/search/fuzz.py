@@ -24,7 +24,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings, target
 from hypothesis import seed as hypothesis_seed
@@ -32,9 +32,11 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
 from graphcheck.scenario import Scenario
+from graphcheck.search.batches import batches
 from graphcheck.search.database import KeyedDatabase
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
@@ -186,21 +188,28 @@ class _Diverged(Exception):
 
 
 def find_diverging(
-    strategy: Any, diverges: Callable[[Scenario], bool], config: settings, *, seed: int, database_key: bytes | None
+    strategy: Any,
+    diverges: Callable[[Any], Scenario | None],
+    config: settings,
+    *,
+    seed: int,
+    database_key: bytes | None,
 ) -> Scenario | None:
-    """The minimal scenario of ``strategy`` that ``diverges``, or None when none is found.
+    """The diverging scenario of the minimal example of ``strategy``, or None when none is found.
 
-    Like ``hypothesis.find`` (and with its draw order for a seed), but keeping
-    ``config.database``: saved examples are replayed first, failing ones saved,
-    under ``database_key`` (required with a database).
+    ``diverges`` judges an example (a scenario, or a batch of them): the scenario of
+    it that diverges, or None. Like ``hypothesis.find`` (and with its draw order for a
+    seed), but keeping ``config.database``: saved examples are replayed first, failing
+    ones saved, under ``database_key`` (required with a database).
     """
     if config.database is not None and not database_key:
         raise ValueError("find_diverging: a database needs a database_key")
     found: list[Scenario] = []
 
-    def search(scenario: Scenario) -> None:
-        if diverges(scenario):
-            found[:] = [scenario]
+    def search(example: Any) -> None:
+        failing = diverges(example)
+        if failing is not None:
+            found[:] = [failing]  # the last one is that of the final, shrunk example
             raise _Diverged
 
     if config.database is not None:
@@ -218,6 +227,12 @@ def find_diverging(
     return None
 
 
+#: Scenarios per fuzzed example (one engine configuration), at most: see graphcheck.search.batches.
+DEFAULT_PER_CONFIG = 8
+#: Passing scenarios a batched search remembers (judge_batch), at most.
+_PASSED_KEPT = 4096
+
+
 def fuzz_suite(
     name: str,
     strategy: Any,
@@ -232,14 +247,28 @@ def fuzz_suite(
     database: ExampleDatabase | None = None,
     database_key: bytes | None = None,
     oracle: str = "auto",
+    per_config: int = DEFAULT_PER_CONFIG,
+    pool: EnginePool | None | Literal["new"] = "new",
 ) -> FuzzResult:
     """Search ``strategy`` for a diverging scenario; shrink it if found.
 
+    Each of the ``examples`` Hypothesis examples is a batch of 1 to ``per_config``
+    scenarios on one engine configuration (``graphcheck.search.batches``), run in
+    order until one diverges; that scenario is the finding, and what is shrunk is
+    the batch (its passing scenarios deleted, the failing one made smaller).
+    ``pool``: where the engines are kept between scenarios (``"new"``: a pool of
+    this search's own; None: every scenario builds its engines). ``per_config=1,
+    pool=None`` is the search of one scenario per example, engines built for each.
+
     With ``database``, the examples saved under ``database_key`` are replayed
-    first and failing ones are saved there (a key is required then). A Ctrl-C
-    raises :class:`SearchInterrupted` with what was found so far.
+    first and failing ones are saved there (a key is required then; a batched
+    search saves under ``KEY:per_config=N``, as its examples are batches). A
+    Ctrl-C raises :class:`SearchInterrupted` with what was found so far.
     """
-    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress, oracle)
+    if per_config < 1:
+        raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
+    engines = EnginePool() if pool == "new" else pool
+    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress, oracle, engines)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -251,12 +280,18 @@ def fuzz_suite(
         print_blob=False,
         phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.target, Phase.shrink),
     )
+    if per_config == 1:
+        drawn, judge = strategy, search.judge
+    else:
+        drawn, judge = batches(strategy, per_config), search.judge_batch
+        database_key = database_key + f":per_config={per_config}".encode() if database_key else database_key
     try:
-        shrunk = find_diverging(strategy, search.diverges, config, seed=seed, database_key=database_key)
+        shrunk = find_diverging(drawn, judge, config, seed=seed, database_key=database_key)
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        return search.result(check_scenario(shrunk, backend, faults=faults, localise=True, oracle=oracle))
+        outcome = check_scenario(shrunk, backend, faults=faults, localise=True, oracle=oracle, pool=engines)
+        return search.result(outcome)
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
         return search.result(lost.outcome)
     except _OutOfMemory as stop:
@@ -278,8 +313,9 @@ class _Search:
         on_example: ExampleHook | None,
         on_progress: ProgressHook | None,
         oracle: str = "auto",
+        pool: EnginePool | None = None,
     ) -> None:
-        self.oracle = oracle
+        self.oracle, self.pool = oracle, pool
         self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
@@ -287,11 +323,43 @@ class _Search:
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
         self.coverage = CoverageTally()
+        self.rarity = 0.0  # hypothesis.target score of the example being judged
+        self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
+
+    def judge(self, scenario: Scenario) -> Scenario | None:
+        """``scenario`` when it diverges, else None."""
+        found = scenario if self.diverges(scenario) else None
+        self._steer()
+        return found
+
+    def judge_batch(self, batch: tuple[Scenario, ...]) -> Scenario | None:
+        """The first scenario of ``batch`` that diverges (the rest are not run), else None.
+
+        A scenario that already passed in this search is not run again: a lockstep run
+        is deterministic, and shrinking keeps redrawing the batch's minimal passing ones.
+        """
+        try:
+            for scenario in batch:
+                if scenario in self.passed:
+                    continue
+                if self.diverges(scenario):
+                    return scenario
+                if len(self.passed) >= _PASSED_KEPT:
+                    self.passed.clear()
+                self.passed.add(scenario)
+            return None
+        finally:
+            self._steer()
+
+    def _steer(self) -> None:
+        """Score the Hypothesis example just judged (once per example, as ``hypothesis.target`` wants)."""
+        score, self.rarity = self.rarity, 0.0
+        target(score, label="rare situations")
 
     def diverges(self, scenario: Scenario) -> bool:
         write_pending(self.pending_path, scenario)
         try:
-            outcome = check_scenario(scenario, self.backend, faults=self.faults, oracle=self.oracle)
+            outcome = check_scenario(scenario, self.backend, faults=self.faults, oracle=self.oracle, pool=self.pool)
         except EngineOutOfMemory as error:  # not a finding: Hypothesis must not shrink it
             raise _OutOfMemory(error) from None
         self.examples += 1
@@ -316,7 +384,7 @@ class _Search:
         and score the example for ``hypothesis.target``: rarer situations so far score higher."""
         hit = situations_hit(scenario, outcome)
         # Steer towards the rare: a situation seen n times before is worth 1/(n+1).
-        target(sum(1.0 / (1 + self.coverage.hits.get(name, 0)) for name in hit), label="rare situations")
+        self.rarity += sum(1.0 / (1 + self.coverage.hits.get(name, 0)) for name in hit)
         self.coverage.add(hit, diverged=not outcome.clean)
         for name in sorted(hit):
             event(f"situation: {name}")

@@ -1,0 +1,88 @@
+"""Fuzz throughput: lockstep runs (scenarios checked) per second, fresh engines vs pooled ones.
+
+Run: ``graphcheck bench`` (or ``python3 -m pytest benchmarks/bench_fuzz.py``; the
+backend comes from ``GRAPHCHECK_BENCH_BACKEND``, see benchmarks/conftest.py).
+
+Both modes fuzz the same suites (``graphcheck.suites.SUITES``) with the same seed
+and example count, no example database, on one compute thread like ``graphcheck
+run``: ``fresh`` is one scenario per Hypothesis example, engines built and
+captured for each (``per_config=1, pool=None``); ``pooled`` is ``fuzz_suite``'s
+default, a batch of scenarios per example on one engine configuration, run on
+pooled engines (``graphcheck.search.batches``, ``graphcheck.check.pool``). Each
+mode is one timed round over every suite (a clean engine: no shrinking); the
+figure is ``examples / seconds``. ``graphcheck bench`` prints both and their ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pytest_benchmark")
+
+from graphcheck.check.threads import single_threaded  # noqa: E402
+from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, fuzz_suite  # noqa: E402
+from graphcheck.suites import SUITES  # noqa: E402
+
+QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
+SUITE_NAMES = ("padding", "seeds") if QUICK else tuple(SUITES)
+EXAMPLES = 2 if QUICK else 8  # per suite: the ci profile's count
+SEED = 0
+MODES = {"fresh": {"per_config": 1, "pool": None}, "pooled": {}}
+
+
+@pytest.fixture(scope="module")
+def warm(bench_device: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """First-use costs (imports, allocator, kernels) outside either mode's timing."""
+    with single_threaded(bench_device):
+        fuzz_suite(
+            "warm-up",
+            SUITES["padding"].strategy(),
+            bench_device,
+            examples=1,
+            seed=SEED + 1,
+            pending_path=tmp_path_factory.mktemp("warm") / "pending-scenario.json",
+            per_config=1,
+            pool=None,
+        )
+
+
+def fuzz_all(backend: Any, pending: Path, **mode: Any) -> dict[str, Any]:
+    """Fuzz every suite once; lockstep runs, Hypothesis examples, steps, seconds."""
+    runs = configs = steps = 0
+    started = time.perf_counter()
+    with single_threaded(backend):
+        for name in SUITE_NAMES:
+            suite = SUITES[name]
+            result = fuzz_suite(
+                name, suite.strategy(), backend, examples=EXAMPLES, seed=SEED, pending_path=pending, **mode
+            )
+            assert result.outcome is None, f"{name}: {result.outcome.first.headline() if result.outcome.first else ''}"
+            runs, configs, steps = runs + result.examples, configs + EXAMPLES, steps + result.steps
+    return {"examples": runs, "configs": configs, "steps": steps, "seconds": time.perf_counter() - started}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_fuzz(benchmark: Any, bench_device: Any, warm: None, mode: str, tmp_path: Path) -> None:
+    figures: dict[str, Any] = {}
+
+    def run() -> None:
+        figures.update(fuzz_all(bench_device, tmp_path / "pending-scenario.json", **MODES[mode]))
+
+    benchmark.group = "fuzz"
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        kind="fuzz",
+        mode=mode,
+        per_config=MODES[mode].get("per_config", DEFAULT_PER_CONFIG),
+        suites=list(SUITE_NAMES),
+        examples_per_suite=EXAMPLES,
+        seed=SEED,
+        backend=bench_device.name,
+        device=bench_device.device,
+        **figures,
+    )
