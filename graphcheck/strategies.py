@@ -91,6 +91,7 @@ def _either(*strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 _memo_just = _memo(st.just)
+_int = _memo(st.integers)  # integers(lo, hi), memoised: composites below ask for the same ranges again and again
 
 
 def _just(value: Any) -> st.SearchStrategy[Any]:
@@ -172,12 +173,12 @@ def engine_configs(
     largest = max(sizes, default=0)
     seqs_default = toward(DEFAULT.max_num_seqs, 1, max_seqs_cap)
     if largest > 1:
-        seqs_default = _either(seqs_default, st.integers(1, largest - 1))
-    k_value = draw(_knob(k, st.integers(1, 4)))
+        seqs_default = _either(seqs_default, _int(1, largest - 1))
+    k_value = draw(_knob(k, _int(1, 4)))
     return EngineConfig(
         max_num_seqs=draw(_knob(max_num_seqs, seqs_default)),
         num_speculative_tokens=k_value,
-        num_model_steps=min(k_value, draw(_knob(num_model_steps, st.integers(1, k_value)))),
+        num_model_steps=min(k_value, draw(_knob(num_model_steps, _int(1, k_value)))),
         capture_sizes=sizes,
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -190,7 +191,7 @@ def engine_configs(
         ),
         naive_mode=draw(_knob(naive_mode, _pick(False, False, False, True))),
         graph_scope=draw(_knob(graph_scope, _pick(*SCOPES))),
-        model_seed=draw(_knob(model_seed, st.integers(0, 2**16))),
+        model_seed=draw(_knob(model_seed, _int(0, 2**16))),
         contract="default" if contract is None else draw(_knob(contract, _pick(*CONTRACT_NAMES))),
     )
 
@@ -254,7 +255,29 @@ def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_le
     short, long = min(max_len, cap), min(long_len, cap)
     longest = draw(_pick(short, long))
     shortest = 1 if longest == short else min(33, longest)
-    return tuple(draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=shortest, max_size=longest)))
+    return token_ids(draw(_bytes(shortest * _width(config), longest * _width(config))), config.vocab_size)
+
+
+def _width(config: EngineConfig) -> int:
+    """Bytes per token id (one while the vocabulary fits in a byte)."""
+    return 1 if config.vocab_size <= 256 else 2
+
+
+@_memo
+def _bytes(min_size: int, max_size: int) -> st.SearchStrategy[bytes]:
+    return st.binary(min_size=min_size, max_size=max_size)
+
+
+def token_ids(raw: bytes, vocab_size: int) -> tuple[int, ...]:
+    """Token ids from bytes, one or two bytes per token; all zero bytes give all token 0.
+
+    A prompt is drawn as one byte string rather than a list of integers: one
+    choice for Hypothesis instead of one per token, which made long prompts the
+    costliest part of drawing a scenario; it still shrinks towards zeros.
+    """
+    width = 1 if vocab_size <= 256 else 2
+    usable = len(raw) - len(raw) % width
+    return tuple(int.from_bytes(raw[i : i + width], "little") % vocab_size for i in range(0, usable, width))
 
 
 @_memo
@@ -297,7 +320,7 @@ def reasoning_excursions(draw: st.DrawFn, num_steps: int, arrival: int = 0) -> l
     start = draw(_either(after, _just(arrival)))
     changes = [ReasoningChange(start, draw(_pick(1, 2, 1, 3, 0)))]
     if draw(st.booleans()):
-        end = start + draw(st.integers(1, 4))
+        end = start + draw(_int(1, 4))
         if end <= num_steps:
             changes.append(ReasoningChange(end, draw(_pick(0, 2, 3, 1))))
     return changes
@@ -340,7 +363,7 @@ def request_specs(
     max_eos: int = 2,
 ) -> RequestSpec:
     """One request of the script; events (abort, reasoning) fall after its arrival."""
-    when = draw(_knob(arrival, st.integers(0, num_steps - 1)))
+    when = draw(_knob(arrival, _int(0, num_steps - 1)))
     prompt = draw(prompts(config, max_len=max_prompt_len))
     temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
     abort = None
@@ -364,7 +387,7 @@ def request_specs(
 @_memo
 def burst_steps(num_steps: int, *, max_bursts: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
     """A few steps at which several requests join together (sorted); shrinks to (0,)."""
-    bursts = st.lists(st.integers(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)
+    bursts = st.lists(_int(0, num_steps - 1), min_size=1, max_size=max_bursts, unique=True)
     return bursts.map(lambda b: tuple(sorted(b)))
 
 
@@ -374,13 +397,13 @@ def accept_runs(
 ) -> list[AcceptOverride]:
     """Forced accept counts for 1..``max_run`` consecutive steps of one of ``requests``,
     starting after its arrival (usually soon after); counts favour the extremes 0 and k."""
-    index = draw(st.integers(0, len(requests) - 1)) if len(requests) > 1 else 0
+    index = draw(_int(0, len(requests) - 1)) if len(requests) > 1 else 0
     spec = requests[index]
     rid, first = (spec.request_id, spec.arrival_step + 1) if isinstance(spec, RequestSpec) else (spec, 0)
     start = draw(event_steps(min(first, num_steps - 1), num_steps - 1))
-    length = draw(st.integers(1, max_run))
+    length = draw(_int(1, max_run))
     k = config.num_speculative_tokens
-    count = _either(_pick(0, k), st.integers(0, k))
+    count = _either(_pick(0, k), _int(0, k))
     return [AcceptOverride(step, rid, draw(count)) for step in range(start, min(num_steps, start + length))]
 
 
@@ -437,7 +460,7 @@ def scripted_requests(
     block of draws, and its events are drawn relative to its arrival: the
     shrinker can delete any request, or move it, without disturbing the rest.
     """
-    arrival = draw(_either(_pick(*bursts), st.integers(0, num_steps - 1)))
+    arrival = draw(_either(_pick(*bursts), _int(0, num_steps - 1)))
     lifetime = draw(_pick(*lifetimes))
     spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, **request_kw))
     accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs))
@@ -493,7 +516,7 @@ def scenarios(
     ``max_accept_runs`` (per request), ``aborts``, ``reasoning``, ``seed``, ``sampling``,
     ``max_prompt_len``, ``max_eos``."""
     config = draw(configs if configs is not None else engine_configs())
-    num_steps = draw(st.integers(min_steps, max_steps))
+    num_steps = draw(_int(min_steps, max_steps))
     script = draw(request_scripts(config, num_steps, min_requests=min_requests, max_requests=max_requests, **script_kw))
     return validate(Scenario(config, script.requests, script.accepts, num_steps, name))
 

@@ -21,7 +21,15 @@ from typing import Collection, NamedTuple, Sequence
 from hypothesis import strategies as st
 
 from graphcheck.reference import decode
-from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
+from graphcheck.scenario import (
+    AcceptOverride,
+    EngineConfig,
+    ReasoningChange,
+    RequestSpec,
+    Scenario,
+    StepResult,
+    validate,
+)
 from graphcheck.strategies import engine_configs, request_specs, sampling_params
 
 #: A closed walk over the four reasoning statuses taking every one of the 12 transitions once
@@ -140,12 +148,16 @@ def combination_scenarios(draw: st.DrawFn) -> Scenario:
         requests[0] = _tour(draw, requests[0], num_steps)
     accepts = _forced_accepts(draw, config, requests, num_steps, recipe)
     scenario = validate(Scenario(config, tuple(requests), accepts, num_steps, "combinations"))
-    if recipe.tour or recipe.shape == "shrinking batch":  # r0 must outlive the tour, or the exits
-        scenario = keep_running(scenario, "r0")
+    # One reference decode plans everything: a request's tokens do not depend on the others'
+    # eos ids or limits, only on its own prompt, seed and parameters.
+    decoded = decode(scenario)
     taken = {"r0"} if recipe.tour else set()
     for kind in recipe.stops:
-        scenario, planted = plant_stop(scenario, kind, draw(st.integers(0, 2**16)), avoid=taken)
+        pick = draw(st.integers(0, 2**16))
+        scenario, planted = plant_stop(scenario, kind, pick, avoid=taken, decoded=decoded)
         taken |= planted
+    if recipe.tour or recipe.shape == "shrinking batch":  # r0 must outlive the tour, or the exits
+        scenario = keep_running(scenario, "r0", rounds=1, decoded=decoded)
     return scenario
 
 
@@ -179,15 +191,17 @@ class _Spot(NamedTuple):
     limit: int  # the max_dec_len that ends the request at this token (planted length)
 
 
-def plant_stop(scenario: Scenario, kind: str, pick: int, avoid: Collection[str] = ()) -> tuple[Scenario, set[str]]:
+def plant_stop(
+    scenario: Scenario, kind: str, pick: int, avoid: Collection[str] = (), decoded: Sequence[StepResult] | None = None
+) -> tuple[Scenario, set[str]]:
     """``scenario`` with one request's eos ids or max_dec_len changed so that it stops as ``kind`` says.
 
-    The reference decodes the scenario once; the candidate spots are where a
+    The reference decodes the scenario once (or ``decoded`` is its decode); the candidate spots are where a
     request accepted drafts (for an eos as the bonus token: all of them), and
     ``pick`` chooses one; requests in ``avoid`` are left alone. Returns the scenario
     and the request changed (none, and the scenario unchanged, when there is no spot).
     """
-    spots = _spots(scenario, kind, avoid)
+    spots = _spots(decode(scenario) if decoded is None else decoded, kind, avoid)
     if not spots:
         return scenario, set()
     spot = spots[pick % len(spots)]
@@ -200,11 +214,11 @@ def plant_stop(scenario: Scenario, kind: str, pick: int, avoid: Collection[str] 
     return validate(dataclasses.replace(scenario, requests=requests)), {spec.request_id}
 
 
-def _spots(scenario: Scenario, kind: str, avoid: Collection[str]) -> list[_Spot]:
+def _spots(decoded: Sequence[StepResult], kind: str, avoid: Collection[str]) -> list[_Spot]:
     found: list[_Spot] = []
     emitted: dict[str, list[int]] = {}
     drafts: dict[str, tuple[int, ...]] = {}
-    for result in decode(scenario):
+    for result in decoded:
         for step in result.requests:
             rid, tokens = step.request_id, step.accept_tokens
             before = emitted.setdefault(rid, [])
@@ -235,16 +249,17 @@ def _spots_in_step(
     ]
 
 
-def keep_running(scenario: Scenario, request_id: str, *, rounds: int = 3) -> Scenario:
+def keep_running(
+    scenario: Scenario, request_id: str, *, rounds: int = 3, decoded: Sequence[StepResult] | None = None
+) -> Scenario:
     """``scenario`` with ``request_id``'s eos ids swapped for a token it never emits in the run (when one
-    exists), so that it decodes to the end; re-checked with the reference up to ``rounds`` times."""
+    exists), so that it decodes to the end; checked with the reference up to ``rounds`` times (the first
+    time on ``decoded``, the scenario's decode, when given)."""
     for _ in range(rounds):
+        results = decode(scenario) if decoded is None else decoded
+        decoded = None
         emitted = {
-            t
-            for result in decode(scenario)
-            for s in result.requests
-            if s.request_id == request_id
-            for t in s.accept_tokens
+            t for result in results for s in result.requests if s.request_id == request_id for t in s.accept_tokens
         }
         spec = scenario.request(request_id)
         if not emitted & set(spec.eos_token_ids):

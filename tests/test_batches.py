@@ -16,6 +16,7 @@ from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import faults as fault
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.search.batches import batches, rebase
+from graphcheck.search.determinism import seed_only
 from graphcheck.search.fuzz import fuzz_suite
 from graphcheck.strategies import scenarios
 from graphcheck.suites import SUITES
@@ -84,7 +85,8 @@ def _plain_draws(strategy, seed: int, examples: int) -> list[Scenario]:
         phases=(Phase.generate, Phase.shrink),
     )
     test = config(hypothesis_seed(random.Random(seed).getrandbits(64))(given(strategy)(record)))
-    test()
+    with seed_only():  # as fuzz_suite draws (graphcheck.search.determinism)
+        test()
     return drawn
 
 

@@ -287,6 +287,8 @@ class Lockstep:
         info = engine.last_step_info
         slots = info.slots
         bindings = bindings_of(engine, info.bucket) if info.used_graph else ()
+        # Memory is judged on replays only (_memory); both engines are measured there, side by side.
+        replayed = self.graph.last_step_info.used_graph
         return StepRecord(
             source,
             t,
@@ -299,7 +301,7 @@ class Lockstep:
             info.real_tokens,
             info.padded_tokens,
             bindings,
-            engine.memory_bytes(),
+            engine.memory_bytes() if replayed else 0,
         )
 
     # ------------------------------------------------------------------ checks

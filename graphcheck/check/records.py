@@ -53,7 +53,7 @@ class StepRecord:
     real_tokens: int = 0
     padded_tokens: int = 0
     bindings: tuple[Binding, ...] = ()
-    memory_bytes: int = 0
+    memory_bytes: int = 0  # measured on the steps the graph engine replayed a graph (0 elsewhere)
 
     def slot_of(self) -> dict[str, int]:
         return dict(self.slots)

@@ -2,11 +2,10 @@
 
 Building and capturing an engine pair costs more than most scenarios' steps,
 and a suite's strategy draws a new configuration with every scenario. A fuzzed
-example is therefore a *batch*: one scenario drawn from the strategy, then up
-to ``size - 1`` more from the same strategy (at least half of ``size`` in all),
-each :func:`rebase`-d onto the first one's configuration, so that the batch runs on one pair of pooled
-engines (``graphcheck.check.pool``). Hypothesis shrinks a batch like any
-list: it deletes the scenarios that pass and shrinks the one that fails.
+example is therefore a *batch*: one scenario drawn from the strategy, then
+``size - 1`` more from the same strategy, each :func:`rebase`-d onto the first
+one's configuration, so that the batch runs on one pair of pooled engines
+(``graphcheck.check.pool``).
 """
 
 from __future__ import annotations
@@ -66,18 +65,17 @@ def batch_of(drawn: list[Scenario]) -> tuple[Scenario, ...]:
 
 
 def batches(strategy: Any, size: int) -> Any:
-    """A strategy of batches: ``(size + 1) // 2`` to ``size`` scenarios of ``strategy`` on the first one's config.
+    """A strategy of batches: ``size`` scenarios of ``strategy`` on the first one's config.
 
-    Drawn as a list, so that shrinking deletes scenarios down to that minimum (any
-    of them, the first included: the next one's config then becomes the batch's)
-    and shrinks the rest. The minimum keeps batches full: Hypothesis draws lists of
-    a few elements on average, whatever their maximum, and every scenario a batch
-    holds shares its capture. (A search skips a scenario that already passed, so
-    the minimal passing scenarios a shrunk batch keeps cost nothing.)
+    Every batch is full (Hypothesis would draw lists of a few elements on average,
+    whatever their maximum), since every scenario a batch holds shares its capture.
+    Shrinking cannot delete scenarios from it, so it shrinks each towards the
+    suite's simplest scenario; a search skips a scenario that already passed, so
+    the minimal passing scenarios a shrunk batch keeps cost only their drawing.
     """
     if size < 1:
         raise ValueError(f"batches: size must be at least 1, got {size}")
-    return st.lists(strategy, min_size=(size + 1) // 2, max_size=size).map(batch_of)
+    return st.lists(strategy, min_size=size, max_size=size).map(batch_of)
 
 
 __all__ = ["batch_of", "batches", "rebase"]
