@@ -252,3 +252,24 @@ def test_the_pool_keeps_a_few_configs() -> None:
         check_scenario(dataclasses.replace(base, config=config), CPU, pool=pool)
     assert len(pool) == 4  # two configs, an eager and a graph engine each
     assert {k.config.model_seed for k in pool._idle} == {2, 3}
+
+
+# ---------------------------------------------------------------------------- real CUDA graphs (skipped without a GPU)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scope", ("step", "forward", "forward_sampling"))
+def test_a_reset_engine_is_a_new_one_on_cuda(scope: str) -> None:
+    _assert_reset_is_new(with_scope(buckets_scenario(), scope), resolve("cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scope", ("step", "forward"))
+def test_a_pooled_cuda_run_matches_a_new_one(scope: str) -> None:
+    cuda, pool = resolve("cuda"), EnginePool()
+    scenario = joiner(scope, num_steps=4)
+    new = check_scenario(scenario, cuda)
+    check_scenario(_other(scenario), cuda, pool=pool)  # leaves the pooled engines in another state
+    again = check_scenario(scenario, cuda, pool=pool)
+    assert new.clean
+    _same(new, again)
