@@ -124,3 +124,15 @@ def test_quick_bench_on_cpu_writes_json(tmp_path: Path, capsys: pytest.CaptureFi
 def test_bench_on_a_missing_backend_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--backend", "npu", "--quick"]) == exitcodes.BACKEND_UNAVAILABLE
     assert "backend unavailable" in capsys.readouterr().err
+
+
+def test_the_fuzz_speedup_is_judged_when_both_modes_ran() -> None:
+    from graphcheck.bench.run import FuzzRow
+
+    fresh = FuzzRow("fresh", 72, 72, 574, 20.0)
+    slow_pool = FuzzRow("pooled", 513, 72, 4651, 80.0, per_config=8)  # 6.4/s against 3.6/s: 1.78x
+    fast_pool = FuzzRow("pooled", 513, 72, 4651, 70.0, per_config=8)  # 7.3/s: 2.03x
+    only_fuzz = BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, slow_pool])
+    assert only_fuzz.problems == ["pooled fuzzing is 1.78x the fresh one, below the target 2.0x"]
+    assert BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, fast_pool]).passed
+    assert not BenchSummary("cpu", "cpu", "emulated", 3.0).passed  # nothing measured

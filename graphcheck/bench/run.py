@@ -69,7 +69,7 @@ class FuzzRow:
         return self.examples / self.seconds if self.seconds > 0 else None
 
 
-#: What the pooled fuzz should reach over the fresh one on the CPU (shown, not part of the verdict).
+#: What the pooled fuzz should reach over the fresh one (part of the verdict when both modes ran).
 FUZZ_SPEEDUP_TARGET = 2.0
 
 
@@ -117,11 +117,14 @@ class BenchSummary:
         overhead = self.overhead
         if self.pytest_rc != 0:
             found.append(f"the benchmark run failed (pytest exit {self.pytest_rc}; see pytest.log)")
-        if not self.lockstep:
-            found.append("no lockstep figures (every lockstep benchmark skipped or failed)")
-        elif overhead is None or overhead > self.overhead_target:
+        if not self.lockstep and not self.fuzz:
+            found.append("no figures (every lockstep and fuzz benchmark skipped or failed)")
+        elif self.lockstep and (overhead is None or overhead > self.overhead_target):
             shown = "n/a" if overhead is None else f"{overhead:.2f}"
             found.append(f"checking overhead {shown} is above the target {self.overhead_target:.1f}")
+        speedup = self.fuzz_speedup
+        if speedup is not None and speedup < FUZZ_SPEEDUP_TARGET:
+            found.append(f"pooled fuzzing is {speedup:.2f}x the fresh one, below the target {FUZZ_SPEEDUP_TARGET:.1f}x")
         return found
 
     @property
