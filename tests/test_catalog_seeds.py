@@ -283,7 +283,8 @@ def test_catalog_seeds_end_to_end_in_worker_processes(tmp_path: Path, capsys: py
     assert main([*argv, "--fault", QUICK_FAULTS[0], "--fault", QUICK_FAULTS[1]]) == exitcodes.CLEAN
     doc = json.loads((tmp_path / "catalog" / "catalog.json").read_text())
     assert doc["passed"] and doc["clean"]["clean"] and doc["summary"]["pairs_caught"] == 4
-    assert [r["examples"] for r in doc["clean"]["runs"]] == [68, 68]  # 8 suites x 8 examples, 4 demo scenarios
+    # 9 suites x 8 examples x a batch of up to 8 scenarios (duplicates and invalid rebases not run), 4 demos
+    assert [r["examples"] for r in doc["clean"]["runs"]] == [517, 517]
     backend = backend_from_env()
     for fault in doc["faults"]:
         for run in fault["runs"]:
