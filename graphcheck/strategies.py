@@ -255,12 +255,13 @@ def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_le
     short, long = min(max_len, cap), min(long_len, cap)
     longest = draw(_pick(short, long))
     shortest = 1 if longest == short else min(33, longest)
-    return token_ids(draw(_bytes(shortest * _width(config), longest * _width(config))), config.vocab_size)
+    width = _token_width(config.vocab_size)
+    return token_ids(draw(_bytes(shortest * width, longest * width)), config.vocab_size)
 
 
-def _width(config: EngineConfig) -> int:
+def _token_width(vocab_size: int) -> int:
     """Bytes per token id (one while the vocabulary fits in a byte)."""
-    return 1 if config.vocab_size <= 256 else 2
+    return 1 if vocab_size <= 256 else 2
 
 
 @_memo
@@ -275,7 +276,7 @@ def token_ids(raw: bytes, vocab_size: int) -> tuple[int, ...]:
     choice for Hypothesis instead of one per token, which made long prompts the
     costliest part of drawing a scenario; it still shrinks towards zeros.
     """
-    width = 1 if vocab_size <= 256 else 2
+    width = _token_width(vocab_size)
     usable = len(raw) - len(raw) % width
     return tuple(int.from_bytes(raw[i : i + width], "little") % vocab_size for i in range(0, usable, width))
 

@@ -210,8 +210,13 @@ def plant_stop(
         new = dataclasses.replace(spec, max_dec_len=spot.limit)
     else:
         new = dataclasses.replace(spec, eos_token_ids=(spot.token,))
-    requests = tuple(new if r.request_id == spec.request_id else r for r in scenario.requests)
-    return validate(dataclasses.replace(scenario, requests=requests)), {spec.request_id}
+    return _with_request(scenario, new), {spec.request_id}
+
+
+def _with_request(scenario: Scenario, new: RequestSpec) -> Scenario:
+    """``scenario`` with the request of ``new``'s id replaced by ``new``, re-validated."""
+    requests = tuple(new if r.request_id == new.request_id else r for r in scenario.requests)
+    return validate(dataclasses.replace(scenario, requests=requests))
 
 
 def _spots(decoded: Sequence[StepResult], kind: str, avoid: Collection[str]) -> list[_Spot]:
@@ -267,9 +272,7 @@ def keep_running(
         unused = [t for t in range(scenario.config.vocab_size) if t not in emitted]
         if not unused:
             return scenario
-        new = dataclasses.replace(spec, eos_token_ids=(unused[-1],))
-        requests = tuple(new if r.request_id == request_id else r for r in scenario.requests)
-        scenario = validate(dataclasses.replace(scenario, requests=requests))
+        scenario = _with_request(scenario, dataclasses.replace(spec, eos_token_ids=(unused[-1],)))
     return scenario
 
 
