@@ -110,6 +110,8 @@ def _facade_cases(xp):
     ints = np.array([-17, -8, -1, 0, 1, 7, 8, 15, 2**40 + 3, -(2**40) - 5], dtype=np.int64)
     floats = np.array([0.5, -1.25, 3.0, 2.5, -2.5, 1e-9], dtype=np.float64)
     mask = np.array([True, False, True, True, False, False])
+    one = np.float64(1.0)
+    ulps = np.array([np.nextafter(one, 0), one, np.nextafter(one, 2), 1.0 - 1e-7], dtype=np.float64)
     m2 = np.array([[1, 5, 5, 2], [7, 7, 0, 7], [3, 9, 9, 9]], dtype=np.int64)
 
     def f(fn):
@@ -137,6 +139,12 @@ def _facade_cases(xp):
         "maximum_scalar": f(lambda o, T: o.maximum(T(ints), 0)),
         "clip": f(lambda o, T: o.clip(T(ints), -2, 9)),
         "eq_float": f(lambda o, T: o.eq(T(floats), 3.0)),
+        # paddle's own == is approximate on floats: one ulp apart must still be unequal
+        "eq_float_one_ulp": f(lambda o, T: o.eq(T(ulps), 1.0)),
+        "eq_float_tensors": f(lambda o, T: o.eq(T(ulps), T(np.ones_like(ulps)))),
+        "ne_float_one_ulp": f(lambda o, T: o.ne(T(ulps), 1.0)),
+        "eq_float32_one_ulp": f(lambda o, T: o.eq(o.astype(T(ulps), o.float32), o.full((4,), 1.0, o.float32))),
+        "le_ge_float_one_ulp": f(lambda o, T: o.concat([o.le(T(ulps), 1.0), o.ge(T(ulps), 1.0)], 0)),
         "sort_desc_stable": f(lambda o, T: o.concat(list(o.sort(T(m2), -1, descending=True)), 1)),
         "searchsorted_right": f(
             lambda o, T: o.searchsorted(T(np.array([0, 2, 2, 5])), T(np.array([0, 1, 2, 5, 9])), right=True)

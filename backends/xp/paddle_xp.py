@@ -11,6 +11,8 @@ Paddle traps this module absorbs, so the kernels stay framework-neutral:
   made with ``paddle.full(shape, value, dtype="int64")``, which is exact.
 * ``int64_tensor & python_int`` raises and shift amounts must be tensors: the
   shift count is made a one-element int64 tensor here.
+* ``==`` / ``!=`` on float tensors compare within a tolerance (``1 - 2**-53 == 1.0`` is
+  True in paddle 3.3); ``<=`` and ``>=`` are exact: a float :meth:`eq` is both.
 * ``paddle.sort`` returns no indices: ``argsort`` (stable) and a gather.
 * creation ops default to the global expected place (a GPU build picks
   ``gpu:0``): every creation passes this facade's place explicitly.
@@ -155,10 +157,20 @@ class PaddleArrayOps(ArrayOps):
         return paddle.clip(x, lo, hi)
 
     def eq(self, x, y):
+        # Paddle's equal is approximate on floats (1 - 1 ulp == 1.0 is True in paddle 3.3);
+        # <= and >= are exact, so a float equality is both.
+        if self._is_float(x) or self._is_float(y):
+            return paddle.logical_and(x <= y, x >= y)
         return x == y
 
     def ne(self, x, y):
-        return x != y
+        return paddle.logical_not(self.eq(x, y))
+
+    @staticmethod
+    def _is_float(x) -> bool:
+        if isinstance(x, paddle.Tensor):
+            return x.dtype in (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+        return isinstance(x, float)
 
     def lt(self, x, y):
         return x < y
