@@ -52,18 +52,23 @@ def warm(bench_device: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 def fuzz_all(backend: Any, pending: Path, **mode: Any) -> dict[str, Any]:
-    """Fuzz every suite once; lockstep runs, Hypothesis examples, steps, seconds."""
+    """Fuzz every suite once; lockstep runs, Hypothesis examples, steps, seconds, and per suite
+    its lockstep runs and seconds (``per_suite``: a ``--baseline`` is compared on the suites both ran)."""
     runs = configs = steps = 0
+    per_suite: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     with single_threaded(backend):
         for name in SUITE_NAMES:
             suite = SUITES[name]
+            begun = time.perf_counter()
             result = fuzz_suite(
                 name, suite.strategy(), backend, examples=EXAMPLES, seed=SEED, pending_path=pending, **mode
             )
             assert result.outcome is None, f"{name}: {result.outcome.first.headline() if result.outcome.first else ''}"
+            per_suite[name] = {"examples": result.examples, "seconds": time.perf_counter() - begun}
             runs, configs, steps = runs + result.examples, configs + EXAMPLES, steps + result.steps
-    return {"examples": runs, "configs": configs, "steps": steps, "seconds": time.perf_counter() - started}
+    seconds = time.perf_counter() - started
+    return {"examples": runs, "configs": configs, "steps": steps, "seconds": seconds, "per_suite": per_suite}
 
 
 @pytest.mark.parametrize("mode", list(MODES))

@@ -24,11 +24,12 @@ difference), so an engine that cannot be allocated is never reported as a bug.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from graphcheck.contract import CONTRACT_NAMES
@@ -169,7 +170,7 @@ class Scenario:
 
     # -- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _plain(self)
         data["format"] = FORMAT_VERSION
         return data
 
@@ -635,12 +636,35 @@ def _parse_scenario(data: Any, limit: int | None) -> Scenario:
 
 
 def validate(scenario: Scenario, *, max_engine_bytes: int | None = None) -> Scenario:
-    """Re-validate a Scenario built in code (for example by a fuzzer) and return it."""
+    """Re-validate a Scenario built in code (for example by a fuzzer) and return it.
+
+    The fields go through the same parser as a file's (``Scenario.from_dict``) without
+    a JSON text in between: the parser accepts only what JSON can hold (plain ints,
+    finite floats, str, bool, lists), so what it accepts also writes as JSON.
+    """
     try:
-        text = scenario.to_json()
+        data = scenario.to_dict()
     except (TypeError, ValueError, AttributeError, RecursionError) as exc:
-        raise ScenarioError("<scenario>", f"cannot be written as JSON ({_type_name(exc)}: {_clip(str(exc))})") from None
-    return Scenario.from_json(text, max_engine_bytes=max_engine_bytes)
+        raise ScenarioError("<scenario>", f"cannot be read ({_type_name(exc)}: {_clip(str(exc))})") from None
+    return Scenario.from_dict(data, max_engine_bytes=max_engine_bytes)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every dataclass made a dict and every tuple a list, recursively (JSON's shapes)."""
+    kind = type(value)
+    if kind in (int, float, str, bool) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES.get(kind)
+        if names is None:
+            names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
+        return {name: _plain(getattr(value, name)) for name in names}
+    return value
 
 
 def load_scenario(path: str, *, max_engine_bytes: int | None = None) -> Scenario:

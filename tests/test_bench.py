@@ -126,13 +126,82 @@ def test_bench_on_a_missing_backend_exits_3(capsys: pytest.CaptureFixture[str]) 
     assert "backend unavailable" in capsys.readouterr().err
 
 
-def test_the_fuzz_speedup_is_judged_when_both_modes_ran() -> None:
+def _suites(*figures: tuple[str, int, float]) -> tuple[tuple[str, int, float], ...]:
+    return tuple(figures)
+
+
+def test_the_fuzz_target_is_judged_against_a_baseline_on_the_suites_both_ran() -> None:
     from graphcheck.bench.run import FuzzRow
 
     fresh = FuzzRow("fresh", 72, 72, 574, 20.0)
-    slow_pool = FuzzRow("pooled", 513, 72, 4651, 80.0, per_config=8)  # 6.4/s against 3.6/s: 1.78x
-    fast_pool = FuzzRow("pooled", 513, 72, 4651, 70.0, per_config=8)  # 7.3/s: 2.03x
-    only_fuzz = BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, slow_pool])
-    assert only_fuzz.problems == ["pooled fuzzing is 1.78x the fresh one, below the target 2.0x"]
-    assert BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, fast_pool]).passed
+    pooled = FuzzRow("pooled", 300, 24, 2000, 40.0, 8, _suites(("a", 100, 10.0), ("b", 100, 10.0), ("new", 100, 20.0)))
+    old = FuzzRow("baseline", 24, 16, 200, 10.0, 1, _suites(("a", 12, 5.0), ("b", 12, 5.0)))  # 2.4/s on a and b
+    slower = FuzzRow("baseline", 24, 16, 200, 4.0, 1, _suites(("a", 12, 2.0), ("b", 12, 2.0)))  # 6/s
+    judged = BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, pooled], baseline=old)
+    gain = judged.fuzz_gain
+    assert gain is not None and gain.suites == ("a", "b")  # "new" is left out: the baseline never ran it
+    assert gain.pooled_rate == pytest.approx(10.0) and gain.ratio == pytest.approx(10.0 / 2.4)
+    assert judged.passed and judged.to_dict()["fuzz"]["gain"]["ratio"] == pytest.approx(10.0 / 2.4)
+    missed = BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, pooled], baseline=slower)
+    assert missed.problems == ["pooled fuzzing is 1.67x the baseline's, below the target 2.0x"]
+    elsewhere = FuzzRow("baseline", 1, 1, 1, 1.0, 1, _suites(("z", 1, 1.0)))
+    assert "shares no suite" in BenchSummary("cpu", "cpu", "e", 3.0, fuzz=[pooled], baseline=elsewhere).problems[0]
+
+
+def test_without_a_baseline_the_fuzz_figures_are_shown_not_judged() -> None:
+    from graphcheck.bench.console import verdict_line
+    from graphcheck.bench.run import FuzzRow
+
+    fresh = FuzzRow("fresh", 72, 72, 574, 20.0)
+    pooled = FuzzRow("pooled", 513, 72, 4651, 80.0, per_config=8)  # 1.78x fresh: pooling alone, no verdict
+    summary = BenchSummary("cpu", "cpu", "emulated", 3.0, fuzz=[fresh, pooled])
+    assert summary.passed and summary.fuzz_speedup == pytest.approx(513 / 80 / 3.6)
+    assert "pass --baseline" in verdict_line(summary)
     assert not BenchSummary("cpu", "cpu", "emulated", 3.0).passed  # nothing measured
+
+
+def test_a_baseline_file_is_read_from_either_writer(tmp_path: Path) -> None:
+    from graphcheck.bench.baseline import read_baseline
+
+    script_out = {"source": "/old at 5b573ec", "fuzz": {"rows": [_baseline_row("baseline", a=(8, 2.0))]}}
+    summary_json = {"command": "graphcheck bench", "fuzz": {"rows": [_baseline_row("fresh"), _baseline_row("pooled")]}}
+    for data, mode in ((script_out, "baseline"), (summary_json, "pooled")):
+        path = tmp_path / f"{mode}.json"
+        path.write_text(json.dumps(data))
+        row, source = read_baseline(path)
+        assert row.mode == "baseline" and row.per_suite and f"({mode}" in source
+
+
+def _baseline_row(mode: str, **suites: tuple[int, float]) -> dict:
+    per_suite = {name: {"examples": n, "seconds": s} for name, (n, s) in (suites or {"a": (8, 1.0)}).items()}
+    return {"mode": mode, "examples": 8, "configs": 8, "steps": 50, "seconds": 1.0, "per_suite": per_suite}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        json.dumps({"fuzz": {}}),
+        json.dumps({"fuzz": {"rows": [{"mode": "other"}]}}),
+        json.dumps({"fuzz": {"rows": [{"mode": "pooled", "examples": 8}]}}),  # no per-suite figures
+        json.dumps({"fuzz": {"rows": [{"mode": "pooled", "per_suite": {"a": {"examples": "8", "seconds": 1}}}]}}),
+        json.dumps({"fuzz": {"rows": [{"mode": "pooled", "per_suite": {"a": {"examples": 8, "seconds": -1}}}]}}),
+    ],
+)
+def test_a_malformed_baseline_is_one_usage_error_before_any_benchmark_runs(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(text)
+    assert (
+        main(["bench", "--backend", "cpu", "--out", str(tmp_path / "out"), "--baseline", str(path)]) == exitcodes.USAGE
+    )
+    err = capsys.readouterr().err
+    assert "--baseline" in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "bench.json").exists()
+
+
+def test_a_missing_baseline_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--baseline", str(tmp_path / "nope.json")]) == exitcodes.USAGE
+    assert "cannot read it" in capsys.readouterr().err

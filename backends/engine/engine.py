@@ -59,8 +59,10 @@ one, the bug it mirrors and the function its switch is in.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
@@ -182,6 +184,22 @@ def _region(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
     return fn
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _owner_call(method: _Method) -> _Method:
+    """Run an engine method inside its graph runner's ``guarding()`` scope, where the poison of
+    graphs not yet replayed is enforced (an emulated runner scopes it to its owner, this engine)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        guarding = getattr(self.runner, "guarding", None)
+        with guarding() if guarding is not None else contextlib.nullcontext():
+            return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
 class Engine:
     """Batched, padded, buffer-based MTP decoding engine (see the module docstring)."""
 
@@ -223,6 +241,9 @@ class Engine:
         self.capture_sizes = tuple(sorted(set(config.capture_sizes), reverse=True))
         self.use_graphs = use_graphs
         self.runner = device.runner_factory() if use_graphs and self.capture_sizes else None
+        scope_to_owner = getattr(self.runner, "scope_poison_to_owner", None)
+        if scope_to_owner is not None:
+            scope_to_owner()  # only this engine reaches its graphs' tensors: see _owner_call
         self.graphs: dict[int, BucketGraphs] = {}
         self.capture_order: list[int] = []  # capture sizes in the order they were captured
         self.last_step_info: StepInfo | None = None
@@ -243,6 +264,7 @@ class Engine:
         self._inert_attrs: dict[str, Any] = {}  # memory_bytes' cache (``_tensor_bytes``)
         self._pristine = take_checkpoint(self, [n for n in vars(self) if n not in _STRUCTURAL])
 
+    @_owner_call
     def reset(self) -> None:
         """Return to the exact state right after construction (after capture and the warm replay).
 
@@ -263,11 +285,13 @@ class Engine:
     def submit(self, spec: RequestSpec) -> None:
         self.scheduler.submit(spec)
 
+    @_owner_call
     def abort(self, request_id: str) -> None:
         req = self.scheduler.abort(request_id)
         if req is not None:
             self._release([req])
 
+    @_owner_call
     def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
         sched, cfg = self.scheduler, self.config
         admitted = sched.admit()
@@ -693,6 +717,7 @@ class Engine:
         draft_postprocess(xp, buf, R, S)
 
     # ------------------------------------------------------------------ capture
+    @_owner_call
     def _capture_graphs(self) -> None:
         names = self.buffer_names()
         for size in self.capture_sizes:  # descending, like FastDeploy's capture order

@@ -34,6 +34,7 @@ recorded call's host values with :meth:`EmulatedGraph.reissue` (a task update).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import enum
@@ -357,6 +358,7 @@ class EmulatedRunner(GraphRunner):
         self._graphs: weakref.WeakSet[EmulatedGraph] = weakref.WeakSet()
         self._count = itertools.count(1)
         self._tokens: set[int] = set()  # poison tokens of graphs not yet replayed
+        self._owner_scoped = False  # see scope_poison_to_owner
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> EmulatedGraph:
         capture = self.open_capture(region_label(next(self._count), fn), names)
@@ -399,6 +401,8 @@ class EmulatedRunner(GraphRunner):
         token = ops.mark_poisoned(list(owned.values()), label) if owned else None
         if token is not None:
             self._tokens.add(token)
+            if self._owner_scoped and hasattr(ops, "scope_poison"):
+                ops.scope_poison(token)
         graph = EmulatedGraph(
             label=label,
             ops=ops,
@@ -422,6 +426,24 @@ class EmulatedRunner(GraphRunner):
 
     def synchronize(self) -> None:
         """CPU work is synchronous."""
+
+    def scope_poison_to_owner(self) -> None:
+        """From now on, reads of this runner's poisoned storages raise only inside :meth:`guarding`.
+
+        For an owner (an engine) that alone holds its graphs' tensors and runs its
+        own calls inside ``guarding()``: outside them nothing can reach those
+        storages, and the per-op check would only slow the work in between.
+        With ops that have no such scopes (paddle checks on host reads only) nothing changes.
+        """
+        self._owner_scoped = True
+        if hasattr(self.ops, "scope_poison"):
+            for token in self._tokens:
+                self.ops.scope_poison(token)
+
+    def guarding(self) -> ContextManager[None]:
+        """The owner's scope: this runner's poison is enforced in it (see :meth:`scope_poison_to_owner`)."""
+        guarding = getattr(self.ops, "guarding", None)
+        return guarding() if guarding is not None else contextlib.nullcontext()
 
     def close(self) -> None:
         """Lift the poison of every graph this runner captured that was never replayed."""

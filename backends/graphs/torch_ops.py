@@ -27,6 +27,7 @@ class _Tls(threading.local):
         # state over the one of a software device it captures on (the emulated NPU).
         self.captures: list[CaptureState] = []
         self.guard: Any = None  # the poison guard pushed on this thread, if any
+        self.scopes = 0  # >0: inside a guarding() scope, where owner-scoped poison counts too
 
 
 _tls = _Tls()
@@ -34,6 +35,8 @@ _tls = _Tls()
 # Poisoned storages of all torch graphs: storage key -> (weak ref, graph label, token).
 _POISONED: dict[int, tuple[Any, str, int]] = {}
 _TOKENS = itertools.count(1)
+# Tokens whose poison counts only inside a guarding() scope (its owner's own calls).
+_SCOPED: set[int] = set()
 
 # Ops that need device data on the host: a value (item, bool, equal) or an
 # output size that depends on the data (nonzero, masked_select, unique).
@@ -159,7 +162,7 @@ def _mode_classes() -> tuple[type, type]:
             if _POISONED and not _tls.bookkeeping and not _tls.captures and not func.is_view:
                 for t in _tensors((args, kwargs), torch.Tensor):
                     entry = _POISONED.get(_storage_key(t))
-                    if entry is not None:
+                    if entry is not None and _counts(entry[2]):
                         raise PoisonedTensorError(
                             f"op {func} read a tensor allocated by the capture of {entry[1]} before "
                             "that graph's first replay; a real capture leaves it uninitialised "
@@ -170,20 +173,27 @@ def _mode_classes() -> tuple[type, type]:
     return CaptureMode, PoisonGuard
 
 
+def _counts(token: int) -> bool:
+    """Whether poison of ``token`` is enforced here: always, or only in a guarding() scope when owner-scoped."""
+    return _tls.scopes > 0 or token not in _SCOPED
+
+
 def _update_guard() -> None:
-    """Keep the poison guard pushed on this thread exactly while a live storage is poisoned.
+    """Keep the poison guard pushed on this thread exactly while a live storage is poisoned
+    (poison scoped to its owner: only inside a :meth:`TorchOps.guarding` scope).
 
     The guard is popped only when it is the innermost mode; otherwise it stays
-    (a no-op while nothing is poisoned) until a later capture or replay.
+    (a no-op while nothing it enforces is poisoned) until a later capture or replay.
     """
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     for key in [k for k, e in _POISONED.items() if e[0].expired()]:
         del _POISONED[key]
-    if _POISONED and _tls.guard is None:
+    wanted = any(_counts(e[2]) for e in _POISONED.values())
+    if wanted and _tls.guard is None:
         _tls.guard = _mode_classes()[1]()
         _tls.guard.__enter__()
-    elif not _POISONED and _tls.guard is not None and _get_current_dispatch_mode() is _tls.guard:
+    elif not wanted and _tls.guard is not None and _get_current_dispatch_mode() is _tls.guard:
         guard, _tls.guard = _tls.guard, None
         guard.__exit__(None, None, None)
 
@@ -299,7 +309,29 @@ class TorchOps:
     def clear_poison(self, token: int) -> None:
         for key in [k for k, e in _POISONED.items() if e[2] == token]:
             del _POISONED[key]
+        _SCOPED.discard(token)
         _update_guard()
+
+    def scope_poison(self, token: int) -> None:
+        """Enforce ``token``'s poison only inside :meth:`guarding` scopes from now on.
+
+        For a runner whose graphs only its owner can reach (an engine's): nothing
+        else holds the storages, so checking every op of the harness in between
+        (a Python dispatch per op) would only cost time.
+        """
+        _SCOPED.add(token)
+        _update_guard()
+
+    @contextmanager
+    def guarding(self) -> Iterator[None]:
+        """A scope in which owner-scoped poison is enforced too (the owner's own calls)."""
+        _tls.scopes += 1
+        try:
+            _update_guard()
+            yield
+        finally:
+            _tls.scopes -= 1
+            _update_guard()
 
     def is_poisoned(self, t: Any) -> bool:
         return _storage_key(t) in _POISONED

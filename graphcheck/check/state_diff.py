@@ -181,7 +181,7 @@ def check_hygiene(state: EngineState, step: int, engine: str, previous: Mapping[
         if buf.kind != SLOT or not buf.has_idle or len(buf.idle_rows) == 0:
             continue
         values = buf.idle_values
-        if not np.any(values != buf.idle_value):
+        if not (values != buf.idle_value).any():  # the method: no dispatch wrapper (per buffer, per step)
             continue
         idle = np.full_like(values, buf.idle_value)
         bad = differing_rows(idle, values)

@@ -13,9 +13,11 @@ from graphcheck.errors import InputError
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    """Run benchmarks/ under pytest-benchmark; exit 0 when the checking-overhead target is met, else 1."""
+    """Run benchmarks/ under pytest-benchmark; exit 0 when the targets are met (the checking overhead;
+    with --baseline, the fuzz throughput), else 1."""
     import importlib.util
 
+    from graphcheck.bench.baseline import read_baseline
     from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, verdict_line
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
     from graphcheck.check.timings import overhead_target
@@ -25,6 +27,7 @@ def bench_command(args: argparse.Namespace) -> int:
         raise InputError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
     if importlib.util.find_spec("pytest_benchmark") is None:
         raise InputError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
+    baseline = read_baseline(Path(args.baseline)) if args.baseline else None  # bad input fails before the run
     backend = resolve_backend(args.backend, args.emulate)
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)
@@ -40,6 +43,8 @@ def bench_command(args: argparse.Namespace) -> int:
     summary = summarise(
         data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc
     )
+    if baseline is not None:
+        summary.baseline, summary.baseline_source = baseline
     extra = {
         "run_id": run_id,
         "command": " ".join(args.argv),

@@ -248,6 +248,12 @@ def _bench_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     bench.add_argument(
         "-k", dest="select", metavar="EXPR", help="only the benchmarks matching this pytest -k expression"
     )
+    bench.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="judge pooled fuzz examples/s against this one (>= 2x, on the suites both ran): the summary.json "
+        "of an earlier graphcheck bench, or benchmarks/fuzz_baseline.py's output for an older checkout",
+    )
 
 
 __all__ = ["BACKEND_DEFAULTS", "PROFILES", "REPLAY_DESCRIPTION", "backend_options", "build_parser"]

@@ -1,0 +1,88 @@
+"""Today's fuzz throughput, for ``graphcheck bench --baseline``: run it on the checkout to compare with.
+
+    PYTHONPATH=/path/to/older/checkout python3 benchmarks/fuzz_baseline.py --out baseline.json
+
+It imports graphcheck from wherever Python finds it (PYTHONPATH first), so the same
+script measures an older checkout, one without ``benchmarks/bench_fuzz.py``. It runs
+the loop of ``bench_fuzz.py`` on that checkout's default fuzz path: every suite, the ci
+profile's 8 examples, seed 0, no example database, one compute thread, after a one-example
+warm-up. It only calls ``fuzz_suite(name, strategy, backend, examples=, seed=, pending_path=)``,
+which every graphcheck since the first release has. The file it writes has the shape of a
+``graphcheck bench`` summary.json's ``fuzz`` part (one row, mode ``baseline``, with per-suite
+figures), so a summary.json of an earlier ``graphcheck bench`` run works as a baseline too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EXAMPLES = 8
+SEED = 0
+
+
+def _revision(package_dir: Path) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(package_dir), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def measure(backend_name: str) -> dict:
+    import graphcheck
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.threads import single_threaded
+    from graphcheck.search.fuzz import fuzz_suite
+    from graphcheck.suites import SUITES
+
+    backend = resolve(backend_name)
+    pending = Path(tempfile.mkdtemp()) / "pending-scenario.json"
+    per_suite: dict[str, dict[str, float]] = {}
+    runs = steps = 0
+    with single_threaded(backend):
+        fuzz_suite("warm-up", SUITES["padding"].strategy(), backend, examples=1, seed=SEED + 1, pending_path=pending)
+        started = time.perf_counter()
+        for name, suite in SUITES.items():
+            begun = time.perf_counter()
+            result = fuzz_suite(name, suite.strategy(), backend, examples=EXAMPLES, seed=SEED, pending_path=pending)
+            if result.outcome is not None:
+                raise SystemExit(f"suite {name} diverged on the clean engine: not a throughput baseline")
+            per_suite[name] = {"examples": result.examples, "seconds": time.perf_counter() - begun}
+            runs, steps = runs + result.examples, steps + result.steps
+        seconds = time.perf_counter() - started
+    checkout = Path(graphcheck.__file__).resolve().parent.parent
+    row = {
+        "mode": "baseline",
+        "examples": runs,
+        "configs": EXAMPLES * len(SUITES),
+        "steps": steps,
+        "seconds": seconds,
+        "per_config": 1,
+        "per_suite": per_suite,
+        "examples_per_s": runs / seconds,
+    }
+    return {"backend": backend.name, "source": f"{checkout} at {_revision(checkout)}", "fuzz": {"rows": [row]}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="the JSON file to write")
+    parser.add_argument("--backend", default="cpu")
+    args = parser.parse_args(argv)
+    data = measure(args.backend)
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    row = data["fuzz"]["rows"][0]
+    print(f"{data['source']}: {row['examples']} scenarios in {row['seconds']:.1f} s, {row['examples_per_s']:.2f}/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
