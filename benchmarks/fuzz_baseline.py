@@ -36,14 +36,14 @@ def _revision(package_dir: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
-def measure(backend_name: str) -> dict:
+def measure(backend_name: str, emulate: bool = False) -> dict:
     import graphcheck
     from graphcheck.backends.devices import resolve
     from graphcheck.check.threads import single_threaded
     from graphcheck.search.fuzz import fuzz_suite
     from graphcheck.suites import SUITES
 
-    backend = resolve(backend_name)
+    backend = resolve(backend_name, emulate=True) if emulate else resolve(backend_name)
     pending = Path(tempfile.mkdtemp()) / "pending-scenario.json"
     per_suite: dict[str, dict[str, float]] = {}
     runs = steps = 0
@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the JSON file to write")
     parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--emulate", action="store_true", help="the backend's framework on the CPU, emulated graphs")
     args = parser.parse_args(argv)
-    data = measure(args.backend)
+    data = measure(args.backend, args.emulate)
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     row = data["fuzz"]["rows"][0]
     print(f"{data['source']}: {row['examples']} scenarios in {row['seconds']:.1f} s, {row['examples_per_s']:.2f}/s")

@@ -202,6 +202,11 @@ def test_a_malformed_baseline_is_one_usage_error_before_any_benchmark_runs(
     assert not (tmp_path / "out" / "bench.json").exists()
 
 
+def test_a_baseline_folder_must_be_a_graphcheck_checkout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--out", str(tmp_path / "out"), "--baseline", str(tmp_path)]) == exitcodes.USAGE
+    assert "not a graphcheck checkout" in capsys.readouterr().err
+
+
 def test_a_missing_baseline_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--baseline", str(tmp_path / "nope.json")]) == exitcodes.USAGE
     assert "cannot read it" in capsys.readouterr().err

@@ -160,6 +160,40 @@ def test_outputs_are_poisoned_until_first_replay(runner):
     assert _get_current_dispatch_mode() is None
 
 
+def test_poison_scoped_to_its_owner_counts_only_in_the_owners_calls(runner):
+    """An engine's runner: reads of unreplayed outputs raise inside ``guarding()`` (the engine's
+    own calls) and pass elsewhere, where no per-op check runs; the first replay lifts it as before."""
+    runner.scope_poison_to_owner()
+    bufs = make_bufs()
+    graph = runner.capture(lambda: make_sum(bufs.x, bufs.y))
+    out = graph.outputs
+    assert _get_current_dispatch_mode() is None  # nothing checks the harness's ops
+    assert torch.isnan(out + 1).all()  # outside the owner's calls: the poison values, no error
+    with runner.guarding():
+        with pytest.raises(PoisonedTensorError):
+            out.clone()
+        with runner.guarding():  # nested calls of the owner
+            with pytest.raises(PoisonedTensorError):
+                out + 1
+        graph.replay()
+        assert (out + 0).tolist() == [11.0, 22.0, 33.0]
+    assert _get_current_dispatch_mode() is None
+
+
+def test_a_thread_wide_poison_still_counts_inside_an_owners_scope(runner):
+    other = EmulatedRunner()  # not owner-scoped: checked everywhere, as before
+    try:
+        bufs = make_bufs()
+        graph = other.capture(lambda: make_sum(bufs.x, bufs.y))
+        runner.scope_poison_to_owner()
+        with runner.guarding(), pytest.raises(PoisonedTensorError):
+            graph.outputs.clone()
+        with pytest.raises(PoisonedTensorError):
+            graph.outputs.clone()
+    finally:
+        other.close()
+
+
 def test_integer_and_bool_outputs_hold_sentinels(runner):
     a = torch.tensor([1, 2, 3], dtype=torch.int64)
 

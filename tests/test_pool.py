@@ -273,3 +273,16 @@ def test_a_pooled_cuda_run_matches_a_new_one(scope: str) -> None:
     again = check_scenario(scenario, cuda, pool=pool)
     assert new.clean
     _same(new, again)
+
+
+def test_an_engines_unreplayed_graphs_slow_nothing_outside_its_own_calls() -> None:
+    """Poison of graphs not yet replayed is checked in the owner's calls only: an idle (pooled)
+    engine leaves no dispatch mode behind to tax the harness, the eager engine or Hypothesis."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    scenario = with_scope(joiner(), "step")
+    engine = Engine(scenario.config, make_weights(scenario.config), device=CPU, use_graphs=True)
+    assert engine.runner is not None and engine.runner._owner_scoped
+    assert _get_current_dispatch_mode() is None
+    _run(engine, scenario)
+    assert _get_current_dispatch_mode() is None

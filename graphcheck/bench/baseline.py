@@ -1,7 +1,9 @@
-"""Reading a fuzz baseline for ``graphcheck bench --baseline FILE``.
+"""The fuzz baseline of ``graphcheck bench --baseline FILE|DIR``.
 
-FILE is the ``summary.json`` of an earlier ``graphcheck bench`` run, or what
-``benchmarks/fuzz_baseline.py`` writes for a checkout that has no fuzz benchmark
+DIR is a graphcheck checkout (an older commit, say): :func:`measure_checkout` runs
+``benchmarks/fuzz_baseline.py`` on it first, in the same run and on the same machine
+as the benchmarks it is compared with. FILE is the ``summary.json`` of an earlier
+``graphcheck bench`` run, or what ``benchmarks/fuzz_baseline.py`` wrote before
 (both keep the figures under ``fuzz.rows``). The row taken is the one of that
 checkout's default fuzz path: ``pooled``, else ``baseline``, else ``fresh``. Only
 rows with per-suite figures can be compared suite for suite, so one without them
@@ -12,6 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,34 @@ from graphcheck.errors import InputError
 
 #: Rows in order of preference: the default fuzz path of the checkout that wrote the file.
 _DEFAULT_MODES = ("pooled", "baseline", "fresh")
+
+
+def measure_checkout(checkout: Path, backend: str, emulate: bool, out: Path, log: Path) -> Path:
+    """Run ``benchmarks/fuzz_baseline.py`` with ``checkout`` first on PYTHONPATH; the JSON it wrote.
+
+    InputError when ``checkout`` holds no graphcheck package or the measurement fails (its
+    output is in ``log``)."""
+    if not (checkout / "graphcheck" / "__init__.py").is_file():
+        raise InputError(f"--baseline {checkout}: a folder, but not a graphcheck checkout (no graphcheck/__init__.py)")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_baseline.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["PYTHONPATH"] = str(checkout.resolve()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    out = out.resolve()  # the script runs in the checkout
+    command = [
+        sys.executable,
+        str(script),
+        "--out",
+        str(out),
+        "--backend",
+        backend,
+        *(["--emulate"] if emulate else []),
+    ]
+    with open(log, "w", encoding="utf-8") as handle:
+        rc = subprocess.call(command, cwd=checkout, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    if rc != 0 or not out.is_file():
+        raise InputError(f"--baseline {checkout}: measuring it failed (exit {rc}; see {log})")
+    return out
 
 
 def read_baseline(path: Path) -> tuple[FuzzRow, str]:
@@ -70,4 +103,4 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-__all__ = ["read_baseline"]
+__all__ = ["measure_checkout", "read_baseline"]

@@ -250,9 +250,10 @@ def _bench_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     )
     bench.add_argument(
         "--baseline",
-        metavar="FILE",
-        help="judge pooled fuzz examples/s against this one (>= 2x, on the suites both ran): the summary.json "
-        "of an earlier graphcheck bench, or benchmarks/fuzz_baseline.py's output for an older checkout",
+        metavar="FILE|DIR",
+        help="judge pooled fuzz examples/s against a baseline's (>= 2x, on the suites both ran): DIR, a graphcheck "
+        "checkout (an older commit) measured first in this run; or FILE, the summary.json of an earlier graphcheck "
+        "bench or benchmarks/fuzz_baseline.py's output",
     )
 
 
