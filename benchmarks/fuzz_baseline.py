@@ -26,14 +26,20 @@ EXAMPLES = 8
 SEED = 0
 
 
-def _revision(package_dir: Path) -> str:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(package_dir), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        )
-    except OSError:
-        return "unknown"
-    return done.stdout.strip() or "unknown"
+def _revision(checkout: Path) -> str:
+    """The commit of ``checkout`` when it is a git work tree of its own, else "no git revision"."""
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return done.stdout.strip()
+
+    top = git("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != checkout.resolve():  # a copy inside another repository
+        return "no git revision"
+    return git("rev-parse", "--short", "HEAD") or "no git revision"
 
 
 def measure(backend_name: str, emulate: bool = False) -> dict:
