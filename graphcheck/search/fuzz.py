@@ -37,6 +37,7 @@ from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
+from graphcheck.search.collector import fewer_collections
 from graphcheck.search.database import KeyedDatabase
 from graphcheck.search.determinism import seed_only
 
@@ -220,7 +221,8 @@ def find_diverging(
     # @seed also sets database=None; the settings applied after it put the database back.
     test = config(hypothesis_seed(random.Random(seed).getrandbits(64))(test))
     try:
-        with seed_only():  # the same seed draws the same examples whatever the process imported
+        # seed_only: the same seed draws the same examples whatever the process imported.
+        with seed_only(), fewer_collections():
             test()
     except _Diverged:
         return found[0]
