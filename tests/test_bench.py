@@ -210,3 +210,22 @@ def test_a_baseline_folder_must_be_a_graphcheck_checkout(tmp_path: Path, capsys:
 def test_a_missing_baseline_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--baseline", str(tmp_path / "nope.json")]) == exitcodes.USAGE
     assert "cannot read it" in capsys.readouterr().err
+
+
+def test_a_baseline_source_with_markup_is_shown_as_written() -> None:
+    """The source line comes from the baseline file: rich markup in it is text, never style or a crash."""
+    import io
+
+    from rich.console import Console
+
+    from graphcheck.bench.console import fuzz_table, verdict_line
+    from graphcheck.bench.run import FuzzRow
+
+    pooled = FuzzRow("pooled", 10, 2, 20, 1.0, 8, _suites(("a", 10, 1.0)))
+    old = FuzzRow("baseline", 10, 2, 20, 1.0, 1, _suites(("a", 10, 1.0)))  # 1x: the target is missed
+    summary = BenchSummary("cpu", "cpu", "e", 3.0, fuzz=[pooled], baseline=old, baseline_source="[/] [bold]x[/bold]")
+    out = io.StringIO()
+    console = Console(file=out, width=400, color_system=None)
+    console.print(fuzz_table(summary))
+    console.print(verdict_line(summary))
+    assert "[/] [bold]x[/bold]" in out.getvalue() and "TARGETS NOT MET pooled fuzzing is 1.00x" in out.getvalue()

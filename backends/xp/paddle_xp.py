@@ -166,11 +166,8 @@ class PaddleArrayOps(ArrayOps):
     def ne(self, x, y):
         return paddle.logical_not(self.eq(x, y))
 
-    @staticmethod
-    def _is_float(x) -> bool:
-        if isinstance(x, paddle.Tensor):
-            return x.dtype in (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
-        return isinstance(x, float)
+    def _is_float(self, x) -> bool:
+        return self._kind(x.dtype if isinstance(x, paddle.Tensor) else self._scalar_dtype(x)) == 2
 
     def lt(self, x, y):
         return x < y

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, BenchSummary
@@ -112,7 +113,7 @@ def fuzz_table(summary: BenchSummary) -> Table:
         )
     if gain is not None:
         table.caption = (
-            f"baseline {gain.source}; compared on {len(gain.suites)} suites both ran: "
+            f"baseline {escape(gain.source)}; compared on {len(gain.suites)} suites both ran: "
             f"{gain.baseline_rate:.2f}/s vs {gain.pooled_rate:.2f}/s pooled"
         )
     return table
@@ -120,7 +121,7 @@ def fuzz_table(summary: BenchSummary) -> Table:
 
 def verdict_line(summary: BenchSummary) -> str:
     if not summary.passed:
-        return "[bold red]TARGETS NOT MET[/] " + "; ".join(summary.problems)
+        return "[bold red]TARGETS NOT MET[/] " + escape("; ".join(summary.problems))
     met = []
     if summary.overhead is not None:
         met.append(f"checking overhead {summary.overhead:.2f} <= {summary.overhead_target:.1f}")

@@ -17,6 +17,8 @@ def bench_command(args: argparse.Namespace) -> int:
     with --baseline, the fuzz throughput), else 1."""
     import importlib.util
 
+    from rich.markup import escape
+
     from graphcheck.bench.baseline import measure_checkout, read_baseline
     from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, verdict_line
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
@@ -27,9 +29,9 @@ def bench_command(args: argparse.Namespace) -> int:
         raise InputError(f"no benchmarks folder at {benchmarks_dir()}: run graphcheck bench from a source checkout")
     if importlib.util.find_spec("pytest_benchmark") is None:
         raise InputError("graphcheck bench needs pytest-benchmark (pip install 'graphcheck[test]')")
-    baseline_path = Path(args.baseline) if args.baseline else None
-    if baseline_path is not None and not baseline_path.is_dir():
-        read_baseline(baseline_path)  # a bad file fails before anything runs
+    checkout = Path(args.baseline) if args.baseline and Path(args.baseline).is_dir() else None
+    # A baseline file is read (and a bad one refused) before anything runs; a checkout is measured first.
+    baseline = read_baseline(Path(args.baseline)) if args.baseline and checkout is None else None
     backend = resolve_backend(args.backend, args.emulate)
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)
@@ -39,12 +41,12 @@ def bench_command(args: argparse.Namespace) -> int:
     console = make_console()
     console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
     started = time.perf_counter()
-    if baseline_path is not None and baseline_path.is_dir():
-        console.print(f"measuring the baseline {baseline_path} first (benchmarks/fuzz_baseline.py)")
-        baseline_path = measure_checkout(
-            baseline_path, backend.name, bool(args.emulate), out_dir / "baseline.json", out_dir / "baseline.log"
+    if checkout is not None:
+        console.print(f"measuring the baseline {escape(str(checkout))} first (benchmarks/fuzz_baseline.py)")
+        measured = measure_checkout(
+            checkout, backend.name, bool(args.emulate), out_dir / "baseline.json", out_dir / "baseline.log"
         )
-    baseline = read_baseline(baseline_path) if baseline_path is not None else None
+        baseline = read_baseline(measured)
     rc, data = run_benchmarks(
         BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select)
     )
