@@ -83,8 +83,10 @@ def _row(raw: dict[str, Any], where: str) -> FuzzRow:
         raise InputError(f"{where} has no per-suite figures (bench it again with this graphcheck)")
     suites = []
     for name, figures in per_suite.items():
-        examples = _number(figures.get("examples") if isinstance(figures, dict) else None, f"{where}, suite {name}")
-        seconds = _number(figures.get("seconds"), f"{where}, suite {name}")
+        examples = _number(
+            figures.get("examples") if isinstance(figures, dict) else None, f"{where}, suite {name!r:.60}"
+        )
+        seconds = _number(figures.get("seconds"), f"{where}, suite {name!r:.60}")
         suites.append((str(name), int(examples), float(seconds)))
     return FuzzRow(
         "baseline",
