@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from .base import Region
 
@@ -17,6 +17,9 @@ class CaptureState:
         self.check_escapes = check_escapes
         self.kernel: str | None = None  # name of the kernel running now
         self.kernel_storages: set[int] = set()  # storages the running kernel may touch
+        # Called with each tensor an op is about to write, by frameworks whose op hook sees
+        # writes (``FrameworkOps.tracks_writes``): the recorder saves the storage then.
+        self.before_write: Callable[[Any], None] | None = None
 
     @contextmanager
     def in_kernel(self, name: str, storages: set[int]) -> Iterator[None]:

@@ -94,7 +94,12 @@ def rebuild(obj: Any, ops: TensorOps, on_tensor: Callable[[Any], Any]) -> Any:
 
 
 class FrameworkOps(TensorOps, Protocol):
-    """Everything the emulator asks of a framework (:class:`TorchOps` for torch)."""
+    """Everything the emulator asks of a framework (:class:`TorchOps` for torch).
+
+    Optional: ``tracks_writes = True`` when :meth:`capture_hooks` calls
+    ``state.before_write(t)`` before every op that writes ``t``; the recorder then
+    saves a storage at its first write, else whenever a kernel first receives it.
+    """
 
     framework: str
 
@@ -145,15 +150,33 @@ class _Recorder:
         self.ops, self.state, self.table = ops, state, table
         self.calls: list[_Call] = []
         self.snapshots: dict[int, Any] = {}  # storage key -> snapshot
+        # Where the framework reports writes, a storage is saved just before its first write
+        # instead of when a kernel first receives it: the same restore, far fewer copies.
+        self._on_write = bool(getattr(ops, "tracks_writes", False))
+
+    @contextmanager
+    def saving_on_write(self) -> Iterator[None]:
+        """Hook :meth:`_save` into the capture state for the recording (unhooked after, so that no
+        cycle keeps the recorder, and the kernel arguments it holds, alive past the capture)."""
+        if self._on_write:
+            self.state.before_write = self._save
+        try:
+            yield
+        finally:
+            self.state.before_write = None
+
+    def _save(self, t: Any) -> None:
+        key = self.ops.storage_key(t)
+        if key not in self.state.region.storages and key not in self.snapshots:
+            self.snapshots[key] = self.ops.snapshot(t)
 
     def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         ops, region = self.ops, self.state.region
         arg_tensors = list(iter_tensors((args, kwargs), ops.is_tensor))
         keys = {ops.storage_key(t) for t in arg_tensors}
         for t in arg_tensors:
-            key = ops.storage_key(t)
-            if key not in region.storages and key not in self.snapshots:
-                self.snapshots[key] = ops.snapshot(t)
+            if not self._on_write:
+                self._save(t)
             self.table.add(t)
         frozen = rebuild((args, kwargs), ops, lambda t: t)
         name = getattr(fn, "__qualname__", repr(fn))
@@ -332,7 +355,7 @@ class EmulatedCapture:
         ops = self.runner.ops
         slot = kernels.device_recording if as_device else kernels.observing
         try:
-            with slot(self.recorder), ops.capture_hooks(self.state):
+            with slot(self.recorder), self.recorder.saving_on_write(), ops.capture_hooks(self.state):
                 yield
         finally:
             with ops.bookkeeping():

@@ -13,6 +13,7 @@ import functools
 import itertools
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
@@ -78,15 +79,73 @@ def _tensors(obj: Any, tensor_type: type) -> Iterator[Any]:
             yield from _tensors(item, tensor_type)
 
 
+def _op_tensors(values: Any, tensor_type: type) -> list[Any]:
+    """The tensors among an op's arguments or results: a tensor, a flat sequence of values or
+    of tensor lists (``Tensor[]`` / ``Tensor?[]``); aten schemas nest no deeper."""
+    if isinstance(values, tensor_type):
+        return [values]
+    if not isinstance(values, (tuple, list, type({}.values()))):
+        return []  # a scalar result
+    found = []
+    for v in values:
+        if isinstance(v, tensor_type):
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            found.extend(x for x in v if isinstance(x, tensor_type))
+    return found
+
+
 def _storage_key(t: Any) -> int:
     return t.untyped_storage()._cdata
+
+
+# Ops whose host sync depends on their arguments (see _host_sync_reason).
+_MAYBE_SYNC_OPS = frozenset({"aten::index", "aten::repeat_interleave", "aten::_to_copy", "aten::copy_"})
+
+
+@dataclass(frozen=True)
+class _OpInfo:
+    """What the capture mode needs to know of an op, looked up once per overload."""
+
+    name: str  # "aten::index", without the overload
+    is_view: bool
+    allocates_only: bool
+    may_sync: bool
+    written: tuple[tuple[int, str], ...]  # (position, name) of the arguments the op writes
+
+
+_OP_INFO: dict[Any, _OpInfo] = {}
+
+
+def _op_info(func: Any) -> _OpInfo:
+    info = _OP_INFO.get(func)
+    if info is None:
+        name = func._schema.name
+        may_sync = name in _SYNC_OPS or name in _MAYBE_SYNC_OPS
+        written = tuple(
+            (i, a.name)
+            for i, a in enumerate(func._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        info = _OP_INFO[func] = _OpInfo(name, bool(func.is_view), name in _ALLOC_OPS, may_sync, written)
+    return info
+
+
+def _written_tensors(op: _OpInfo, args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
+    """The tensors ``op`` writes in place (or as ``out=``), from its schema."""
+    found = []
+    for i, name in op.written:
+        value = args[i] if i < len(args) else kwargs.get(name)
+        if value is not None:
+            found.extend(_op_tensors((value,), tensor_type))
+    return found
 
 
 def _host_sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
     """Why ``func(*args, **kwargs)`` would synchronise with the host, or None."""
     import torch
 
-    name = func._schema.name  # "aten::index", without the overload
+    name = func._schema.name
     if name in _SYNC_OPS:
         return f"op {func} reads device data on the host (.item(), bool(t), int(t), torch.equal, nonzero, ...)"
     if name == "aten::index" and any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in args[1]):
@@ -118,17 +177,22 @@ def _mode_classes() -> tuple[type, type]:
             kwargs = kwargs or {}
             if _tls.bookkeeping:
                 return func(*args, **kwargs)
-            state = self.state
-            reason = _host_sync_reason(func, args, kwargs)
+            state, op = self.state, _op_info(func)
+            reason = _host_sync_reason(func, args, kwargs) if op.may_sync else None
             if reason:
                 raise HostSyncInCapture(f"{reason}; not allowed inside graph capture ({state.label})")
-            inputs = list(_tensors((args, kwargs), torch.Tensor))
-            if state.check_escapes and not func.is_view and func._schema.name not in _ALLOC_OPS:
-                self._check_escape(func, inputs)
+            inputs = _op_tensors(args, torch.Tensor)
+            if kwargs:
+                inputs += _op_tensors(kwargs.values(), torch.Tensor)
+            in_keys = [_storage_key(t) for t in inputs]
+            if state.check_escapes and not op.is_view and not op.allocates_only:
+                self._check_escape(func, inputs, in_keys)
+            if state.before_write is not None and op.written:
+                for t in _written_tensors(op, args, kwargs, torch.Tensor):
+                    state.before_write(t)
             out = func(*args, **kwargs)
             in_ids = {id(t) for t in inputs}
-            in_keys = {_storage_key(t) for t in inputs}
-            for t in _tensors(out, torch.Tensor):
+            for t in _op_tensors(out, torch.Tensor):
                 if id(t) in in_ids:  # an in-place op returns its input
                     continue
                 state.region.objects.add(id(t))
@@ -139,15 +203,15 @@ def _mode_classes() -> tuple[type, type]:
                         state.kernel_storages.add(key)
             return out
 
-        def _check_escape(self, func: Any, inputs: list[Any]) -> None:
+        def _check_escape(self, func: Any, inputs: list[Any], keys: list[int]) -> None:
             state = self.state
             if state.kernel is None:
                 raise EscapedOpError(
                     f"op {func} ran in the captured region outside any kernel; replay would drop it "
                     f"({state.label}; move it into a @kernel function)"
                 )
-            for t in inputs:
-                if _storage_key(t) not in state.kernel_storages:
+            for t, key in zip(inputs, keys):
+                if key not in state.kernel_storages:
                     raise EscapedOpError(
                         f"kernel {state.kernel} read a tensor that is not one of its arguments "
                         f"(self.attr? a global?): op {func} on a {tuple(t.shape)} {t.dtype} tensor "
@@ -160,7 +224,7 @@ def _mode_classes() -> tuple[type, type]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _POISONED and not _tls.bookkeeping and not _tls.captures and not func.is_view:
-                for t in _tensors((args, kwargs), torch.Tensor):
+                for t in _op_tensors(args, torch.Tensor) + _op_tensors(kwargs.values(), torch.Tensor):
                     entry = _POISONED.get(_storage_key(t))
                     if entry is not None and _counts(entry[2]):
                         raise PoisonedTensorError(
@@ -180,7 +244,8 @@ def _counts(token: int) -> bool:
 
 def _update_guard() -> None:
     """Keep the poison guard pushed on this thread exactly while a live storage is poisoned
-    (poison scoped to its owner: only inside a :meth:`TorchOps.guarding` scope).
+    (poison scoped to its owner: only inside a :meth:`TorchOps.guarding` scope) and no
+    capture is under way.
 
     The guard is popped only when it is the innermost mode; otherwise it stays
     (a no-op while nothing it enforces is poisoned) until a later capture or replay.
@@ -189,7 +254,9 @@ def _update_guard() -> None:
 
     for key in [k for k, e in _POISONED.items() if e[0].expired()]:
         del _POISONED[key]
-    wanted = any(_counts(e[2]) for e in _POISONED.values())
+    # During a capture the guard enforces nothing (it skips captures) and would only put
+    # a second Python dispatch on every captured op.
+    wanted = not _tls.captures and any(_counts(e[2]) for e in _POISONED.values())
     if wanted and _tls.guard is None:
         _tls.guard = _mode_classes()[1]()
         _tls.guard.__enter__()
@@ -217,6 +284,7 @@ class TorchOps:
     """
 
     framework = "torch"
+    tracks_writes = True  # the capture mode calls CaptureState.before_write
 
     def __init__(self) -> None:
         import torch
@@ -349,10 +417,12 @@ class TorchOps:
         """
         _tls.captures.append(state)
         try:
+            _update_guard()  # off while capturing
             with self._patched_host_reads(state.check_escapes), _mode_classes()[0](state):
                 yield
         finally:
             _tls.captures.remove(state)
+            _update_guard()
 
     @contextmanager
     def _patched_host_reads(self, enabled: bool) -> Iterator[None]:
