@@ -201,6 +201,16 @@ class TorchArrayOps(ArrayOps):
     def assign_(self, dst, key, src):
         dst[key] = src
 
+    def masked_assign_(self, dst, key, mask, src):
+        # A torch slice is a view: write through it (one op, not read, where, then write back).
+        view = dst[key]
+        while mask.dim() < view.dim():
+            mask = mask.unsqueeze(-1)
+        if isinstance(src, torch.Tensor):
+            torch.where(mask, src, view, out=view)
+        else:
+            view.masked_fill_(mask, src)
+
     # -- float64 math ----------------------------------------------------
     def matmul(self, a, b):
         return torch.matmul(a, b)
