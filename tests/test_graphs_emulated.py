@@ -194,6 +194,43 @@ def test_a_thread_wide_poison_still_counts_inside_an_owners_scope(runner):
         other.close()
 
 
+def test_a_replay_whose_kernels_receive_no_poison_runs_unguarded(runner):
+    """g2 replays while g1 is still poisoned: its kernels receive no poisoned storage, so no
+    per-op guard runs during it (the guard is back afterwards, and still catches g1's output)."""
+    bufs, other = make_bufs(), make_bufs()
+    g1 = runner.capture(lambda: make_sum(bufs.x, bufs.y))
+    modes = []
+
+    @kernels.kernel
+    def spy(a, b):
+        modes.append(_get_current_dispatch_mode())
+        return a * b
+
+    g2 = runner.capture(lambda: spy(other.x, other.y))
+    modes.clear()
+    assert _get_current_dispatch_mode() is not None  # g1's poison is guarded
+    g2.replay()
+    assert modes == [None]
+    assert g2.outputs.tolist() == [10.0, 40.0, 90.0]
+    with pytest.raises(PoisonedTensorError, match="graph #1"):
+        g1.outputs.clone()
+
+
+def test_a_capture_saves_only_the_storages_it_writes(runner):
+    """Storages are saved at their first write: one written buffer restored, read-only ones not copied."""
+    bufs = make_bufs()
+    ops = runner.ops
+    copies = []
+    snapshot = ops.snapshot
+    ops.snapshot = lambda t: copies.append(t) or snapshot(t)
+    try:
+        runner.capture(lambda: (add_into(bufs.out, bufs.x, bufs.y), scale_(bufs.out, 2.0)))
+    finally:
+        del ops.snapshot
+    assert [ops.storage_key(t) for t in copies] == [ops.storage_key(bufs.out)]
+    assert bufs.out.tolist() == [0.0, 0.0, 0.0]  # restored
+
+
 def test_integer_and_bool_outputs_hold_sentinels(runner):
     a = torch.tensor([1, 2, 3], dtype=torch.int64)
 

@@ -99,6 +99,8 @@ class FrameworkOps(TensorOps, Protocol):
     Optional: ``tracks_writes = True`` when :meth:`capture_hooks` calls
     ``state.before_write(t)`` before every op that writes ``t``; the recorder then
     saves a storage at its first write, else whenever a kernel first receives it.
+    ``replaying(kernel_inputs)``: a context manager around each replay, given a
+    function that lists the tensors the recorded kernels receive.
     """
 
     framework: str
@@ -235,13 +237,19 @@ class EmulatedGraph(Graph):
             token, self._poison_token = self._poison_token, None
             self._ops.clear_poison(token)
         tracer = kernels.current_tracer()
-        for call in self._calls:
-            if tracer is None:
-                fresh = call.fn(*call.args, **call.kwargs)
-            else:
-                fresh = tracer.trace_call(call.fn, call.args, call.kwargs, graph=self.label)
-            self._store_results(call, fresh)
+        replaying = getattr(self._ops, "replaying", None)
+        with replaying(self._kernel_inputs) if replaying is not None else contextlib.nullcontext():
+            for call in self._calls:
+                if tracer is None:
+                    fresh = call.fn(*call.args, **call.kwargs)
+                else:
+                    fresh = tracer.trace_call(call.fn, call.args, call.kwargs, graph=self.label)
+                self._store_results(call, fresh)
         self.replays += 1
+
+    def _kernel_inputs(self) -> list[Any]:
+        """Every tensor the recorded kernel calls receive (read again: a task update may change them)."""
+        return list(iter_tensors([(c.args, c.kwargs) for c in self._calls], self._ops.is_tensor))
 
     counters = ("replays",)
 

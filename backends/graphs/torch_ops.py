@@ -14,7 +14,7 @@ import itertools
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
 from .capture_state import CaptureState
@@ -29,6 +29,7 @@ class _Tls(threading.local):
         self.captures: list[CaptureState] = []
         self.guard: Any = None  # the poison guard pushed on this thread, if any
         self.scopes = 0  # >0: inside a guarding() scope, where owner-scoped poison counts too
+        self.unguarded_replays = 0  # >0: replaying a graph whose kernels receive no poisoned storage
 
 
 _tls = _Tls()
@@ -256,7 +257,7 @@ def _update_guard() -> None:
         del _POISONED[key]
     # During a capture the guard enforces nothing (it skips captures) and would only put
     # a second Python dispatch on every captured op.
-    wanted = not _tls.captures and any(_counts(e[2]) for e in _POISONED.values())
+    wanted = not (_tls.captures or _tls.unguarded_replays) and any(_counts(e[2]) for e in _POISONED.values())
     if wanted and _tls.guard is None:
         _tls.guard = _mode_classes()[1]()
         _tls.guard.__enter__()
@@ -403,6 +404,28 @@ class TorchOps:
 
     def is_poisoned(self, t: Any) -> bool:
         return _storage_key(t) in _POISONED
+
+    @contextmanager
+    def replaying(self, kernel_inputs: Callable[[], Iterable[Any]]) -> Iterator[None]:
+        """Around an emulated replay whose kernels receive the tensors ``kernel_inputs()``.
+
+        Kernels touch only their arguments (the capture refused anything else), so when
+        none of these storages is poisoned where poison counts, no op of the replay can
+        read poison: the guard is lifted for it (a Python dispatch per op saved, the
+        warm-up replays of a fresh engine mostly). Otherwise the guard checks every op.
+        """
+        if not _POISONED or any(
+            (e := _POISONED.get(_storage_key(t))) is not None and _counts(e[2]) for t in kernel_inputs()
+        ):
+            yield
+            return
+        _tls.unguarded_replays += 1
+        try:
+            _update_guard()
+            yield
+        finally:
+            _tls.unguarded_replays -= 1
+            _update_guard()
 
     # capture hooks ---------------------------------------------------------------------------
     @contextmanager
