@@ -16,8 +16,12 @@ from graphcheck.reference.weights import NPOS, Weights
 
 
 def wrap(a: np.ndarray | int) -> np.ndarray | int:
-    """Map any integer into -8..7 (floor mod), the model's only non-linearity."""
-    return ((a + 8) % 16) - 8
+    """Map any integer into -8..7 (floor mod), the model's only non-linearity.
+
+    ``& 15`` is the floor mod 16 of any integer (two's complement, NumPy's int64 and Python's
+    ints alike), at a fraction of ``% 16``'s cost on arrays.
+    """
+    return ((a + 8) & 15) - 8
 
 
 class Cache:

@@ -263,6 +263,28 @@ def test_a_clean_engine_has_no_unnamed_static_input(cpu, scope: str) -> None:
         assert not any(b.name.startswith("<unnamed") for b in bindings_of(engine, graphs.size))
 
 
+def test_memoised_bindings_see_a_rebound_and_a_freed_buffer(cpu) -> None:
+    """bindings_of with a memo gives what it gives without one, after a buffer is rebound and after it dies."""
+    import weakref
+
+    config = demo_scenario().config
+    engine = Engine(config, make_weights(config), device=cpu)
+    size = next(iter(engine.graphs))
+    memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    clean = bindings_of(engine, size, memo)
+    assert clean == bindings_of(engine, size, memo) == bindings_of(engine, size) and not any(b.stale for b in clean)
+    old = engine.buffers.cu_seqlens_out
+    engine.buffers.cu_seqlens_out = engine.xp.zeros(tuple(old.shape), engine.xp.int64)  # rebound
+    rebound = bindings_of(engine, size, memo)
+    assert rebound == bindings_of(engine, size)
+    assert [b.name for b in rebound if b.stale and b.alive] == ["cu_seqlens_out"] * len(engine.graphs[size].all())
+    engine._pristine = None  # reset()'s copy of the old tensor: let it die
+    del old
+    freed = bindings_of(engine, size, memo)
+    assert freed == bindings_of(engine, size)
+    assert [b.name for b in freed if not b.alive] == ["cu_seqlens_out"] * len(engine.graphs[size].all())
+
+
 # --------------------------------------------------------------------------- class 4
 
 

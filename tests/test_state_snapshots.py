@@ -85,6 +85,23 @@ def test_the_state_diff_compares_bytes_and_names_the_row() -> None:
     assert nan == []  # the same bytes are the same state, NaN included
 
 
+def test_hygiene_fast_path_never_hides_a_value() -> None:
+    """The idle-bytes shortcut only skips free rows that hold the idle value; anything else is compared."""
+
+    def hygiene(values, idle) -> list:
+        rows = np.array([], dtype=np.int64)
+        free = np.arange(len(values))
+        buf = BufferState("top_p", SLOT, rows, np.zeros(0), rows, free, np.array(values), idle)
+        return check_hygiene(EngineState((buf,)), 0, "graph engine", {})
+
+    assert hygiene([1.0, 1.0], 1.0) == []
+    assert len(hygiene([1.0, 1.0 + 2**-52], 1.0)) == 1  # the cached idle bytes of the same shape are reused
+    assert hygiene([-0.0, 0.0], 0.0) == []  # other bytes, same value: not dirty, as before
+    assert hygiene([np.nan, np.nan], np.nan) == []  # rows are judged by their bytes, as before
+    assert len(hygiene([np.nan, 1.0], np.nan)) == 1
+    assert len(hygiene([True, False], True)) == 1
+
+
 def test_hygiene_reports_a_dirty_free_slot_and_who_left_it() -> None:
     rows = np.array([], dtype=np.int64)
     dirty = BufferState("accept_override", SLOT, rows, np.zeros(0), rows, np.array([0, 1]), np.array([-1, 3]), -1)

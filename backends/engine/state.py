@@ -98,7 +98,7 @@ def _owners_of_offsets(R: int) -> np.ndarray:
 
 def _segment_owners(cu: np.ndarray, R: int, capacity: int) -> np.ndarray:
     """Slot owning each packed row ``[0, cu[R])`` of a layout with offsets ``cu`` (at most ``capacity`` rows)."""
-    counts = np.diff(cu[: R + 1]).clip(0, capacity)
+    counts = np.minimum(np.maximum(np.diff(cu[: R + 1]), 0), capacity)  # a clip, without ndarray.clip's checks
     return np.repeat(np.arange(R, dtype=np.int64), counts)[:capacity]
 
 
@@ -143,6 +143,18 @@ def _take(host: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return host[rows]
 
 
+def _snapshot_names(draft_scratch: bool) -> tuple[str, ...]:
+    """The buffers a snapshot reads, each once; with the packed draft scratch or without."""
+    wanted = list(SLOT_IDLE) + list(_TARGET_ROWS) + list(_OFFSETS) + list(CACHE_FIELDS) + ["block_tables"]
+    if draft_scratch:
+        wanted += list(_DRAFT_ROWS) + list(_DRAFT_OFFSETS)
+    return tuple(dict.fromkeys(wanted))
+
+
+#: draft_scratch -> the buffers a snapshot reads (constants: computed once, not per snapshot).
+_SNAPSHOT_NAMES = {flag: _snapshot_names(flag) for flag in (False, True)}
+
+
 def snapshot_state(
     xp: Any,
     buffers: EngineBuffers,
@@ -156,13 +168,9 @@ def snapshot_state(
 
     The buffers are read in one batch (``xp.to_host_many``).
     """
-    named = buffers.named_tensors()
-    wanted = list(SLOT_IDLE) + list(_TARGET_ROWS) + list(_OFFSETS) + list(CACHE_FIELDS) + ["block_tables"]
-    if draft_scratch:
-        wanted += list(_DRAFT_ROWS) + list(_DRAFT_OFFSETS)
-    names = list(dict.fromkeys(wanted))
+    names = _SNAPSHOT_NAMES[bool(draft_scratch)]
     # Views where the framework allows: every value kept below is a fancy-indexed copy.
-    host = dict(zip(names, xp.to_host_many([named[n] for n in names], copy=False)))
+    host = dict(zip(names, xp.to_host_many([getattr(buffers, n) for n in names], copy=False)))
     running = np.array(sorted(running_slots), dtype=np.int64)
     B = host["seq_lens_this_time"].shape[0]
     is_free = np.ones(B, dtype=bool)

@@ -19,6 +19,7 @@ small ``ops`` object; see :class:`TensorOps`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -85,6 +86,40 @@ def iter_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> Iterator[Any]:
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
             yield from iter_tensors(getattr(obj, f.name), is_tensor)
+
+
+def tensors_by_id(obj: Any, tensor_type: type | tuple[type, ...]) -> dict[int, Any]:
+    """id -> tensor of every tensor :func:`iter_tensors` finds in ``obj`` (each object once), walked
+    eagerly: the same walk without a generator per container, for walks repeated every step
+    (``Engine.memory_bytes``). A tensor is an instance of ``tensor_type``."""
+    found: dict[int, Any] = {}
+    _collect(obj, tensor_type, found)
+    return found
+
+
+def _collect(obj: Any, tensor_type: type | tuple[type, ...], found: dict[int, Any]) -> None:
+    if isinstance(obj, tensor_type):
+        found[id(obj)] = obj
+        return
+    if isinstance(obj, (tuple, list)):
+        items: Any = obj
+    elif isinstance(obj, dict):
+        items = obj.values()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [getattr(obj, name) for name in _field_names(type(obj))]
+    else:
+        return
+    for item in items:
+        if isinstance(item, tensor_type):
+            found[id(item)] = item
+        else:
+            _collect(item, tensor_type, found)
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The field names of dataclass ``cls`` (fixed once the class is made, so cached per class)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def never_holds_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> bool:

@@ -14,6 +14,18 @@ def _numpy_able(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype == torch.bfloat16 else x
 
 
+def _host_view(x: torch.Tensor) -> np.ndarray:
+    """``_numpy_able(x.detach()).numpy()`` of a CPU tensor: a view of its memory (float32 copy for bfloat16).
+
+    ``x.numpy()`` gives the same view directly where it can (no grad, a dtype NumPy has): the
+    detach costs as much as the view, on every buffer of every state snapshot.
+    """
+    try:
+        return x.numpy()
+    except (RuntimeError, TypeError):  # requires grad, or bfloat16
+        return _numpy_able(x.detach()).numpy()
+
+
 class TorchArrayOps(ArrayOps):
     framework = "torch"
 
@@ -56,7 +68,7 @@ class TorchArrayOps(ArrayOps):
             if copy:
                 return [self.to_host(x) for x in xs]
             host_sync("to_host")
-            return [_numpy_able(x.detach()).numpy() for x in xs]
+            return [_host_view(x) for x in xs]
         if len(xs) < 2:
             return [self.to_host(x) for x in xs]
         host_sync("to_host")
@@ -220,7 +232,7 @@ class TorchArrayOps(ArrayOps):
 
     # -- bookkeeping -----------------------------------------------------
     def nbytes(self, x):
-        return x.numel() * x.element_size()
+        return x.nbytes  # numel() * element_size(), in one call
 
     def synchronize(self):
         if self._device.type == "cuda":

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import time
 import traceback
+import weakref
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.check.diff import Divergence, diff_steps
@@ -49,45 +50,77 @@ def _graph_label(kind: str, size: int) -> str:
     return f"{kind}[{size}]"
 
 
-def bindings_of(engine: EngineAdapter, bucket: int) -> tuple[Binding, ...]:
+#: graph -> (the key its bindings were made from, those bindings); weak, so it keeps no graph alive.
+BindingsMemo: TypeAlias = "weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], tuple[Binding, ...]]]"
+
+
+def bindings_of(engine: EngineAdapter, bucket: int, memo: BindingsMemo | None = None) -> tuple[Binding, ...]:
     """The static inputs of the graphs of ``bucket``, against the engine's current buffers.
 
     Named inputs are all reported; an unnamed one (a tensor the engine made
     outside the graph without keeping it as a buffer) only once it is dead,
     as ``<unnamed DTYPE[SHAPE]>``: the graph reads storage nobody owns.
+    ``memo`` (one per engine, e.g. a Lockstep's) reuses a graph's bindings while
+    everything they are made of is unchanged (:func:`_graph_bindings`).
     """
     current = engine.buffer_tensors()
-    found = []
+    names = tuple(current)
+    found: list[Binding] = []
     for kind, _, graph in captured_graphs(engine, bucket):
+        label = _graph_label(kind, bucket)
         stale = {inp.tensor_id: ptr for inp, ptr in graph.stale_inputs(current)}
-        dead = {inp.tensor_id for inp in graph.dead_inputs()}
-        for inp in graph.static_inputs:
-            if inp.name is None:
-                if inp.tensor_id in dead:
-                    found.append(
-                        Binding(
-                            _graph_label(kind, bucket),
-                            input_label(inp),
-                            inp.data_ptr,
-                            None,
-                            False,
-                            inp.shape,
-                            inp.dtype,
-                        )
-                    )
-                continue
-            ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
-            found.append(
-                Binding(
-                    _graph_label(kind, bucket),
-                    inp.name,
-                    inp.data_ptr,
-                    ptr,
-                    inp.tensor_id not in dead,
-                    inp.shape,
-                    inp.dtype,
-                )
-            )
+        dead = frozenset(inp.tensor_id for inp in graph.dead_inputs())
+        key = (label, _input_fields(graph.static_inputs), tuple(stale.items()), dead, names)
+        cached = _memo_get(memo, graph, key)
+        if cached is None:
+            cached = _graph_bindings(label, graph.static_inputs, current, stale, dead)
+            _memo_put(memo, graph, key, cached)
+        found += cached
+    return tuple(found)
+
+
+def _input_fields(inputs: Sequence[Any]) -> tuple[tuple[Any, ...], ...]:
+    """What a binding takes from each static input, by value (an adapter's inputs need not be frozen)."""
+    return tuple((inp.name, inp.tensor_id, inp.data_ptr, inp.shape, inp.dtype) for inp in inputs)
+
+
+def _memo_get(memo: BindingsMemo | None, graph: Any, key: tuple[Any, ...]) -> tuple[Binding, ...] | None:
+    """The memoised bindings of ``graph`` when they were made from an equal ``key``, else None."""
+    if memo is None:
+        return None
+    try:
+        entry = memo.get(graph)
+    except TypeError:  # an adapter's graph that takes no weak reference: never memoised
+        return None
+    return entry[1] if entry is not None and entry[0] == key else None
+
+
+def _memo_put(memo: BindingsMemo | None, graph: Any, key: tuple[Any, ...], bindings: tuple[Binding, ...]) -> None:
+    """Memoise ``bindings`` of ``graph``, made from ``key`` (not for a graph that takes no weak reference)."""
+    if memo is not None:
+        try:
+            memo[graph] = (key, bindings)
+        except TypeError:
+            pass
+
+
+def _graph_bindings(
+    label: str, inputs: Sequence[Any], current: dict[str, Any], stale: dict[int, int], dead: frozenset[int]
+) -> tuple[Binding, ...]:
+    """The bindings of one graph's static ``inputs``.
+
+    A pure function of the label, the inputs' fields, the stale
+    pointers, the dead inputs and which names ``current`` has: :func:`bindings_of`
+    memoises it on exactly those (Binding is frozen, so records may share them).
+    """
+    found = []
+    for inp in inputs:
+        if inp.name is None:
+            if inp.tensor_id in dead:
+                found.append(Binding(label, input_label(inp), inp.data_ptr, None, False, inp.shape, inp.dtype))
+            continue
+        ptr = stale.get(inp.tensor_id, inp.data_ptr if inp.name in current else None)
+        found.append(Binding(label, inp.name, inp.data_ptr, ptr, inp.tensor_id not in dead, inp.shape, inp.dtype))
     return tuple(found)
 
 
@@ -149,6 +182,7 @@ class Lockstep:
         self._emulated = bool(getattr(backend, "emulated", False))
         self._backend = backend
         self._replays = 0
+        self._bindings: BindingsMemo = weakref.WeakKeyDictionary()  # bindings_of's memo
         where = "eager engine construction"
         try:
             with self._phase("setup_eager"):
@@ -286,7 +320,7 @@ class Lockstep:
         engine = self.eager if source == "eager" else self.graph
         info = engine.last_step_info
         slots = info.slots
-        bindings = bindings_of(engine, info.bucket) if info.used_graph else ()
+        bindings = bindings_of(engine, info.bucket, self._bindings) if info.used_graph else ()
         # Memory is judged on replays only (_memory); both engines are measured there, side by side.
         replayed = self.graph.last_step_info.used_graph
         return StepRecord(

@@ -10,6 +10,7 @@ Both yield ``state`` divergences, one per buffer, naming its first bad row.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -171,6 +172,23 @@ def _rows_beyond(expected: np.ndarray, actual: np.ndarray, tolerance: Any) -> np
     return np.flatnonzero(~close.all(axis=1))
 
 
+def _all_idle_bytes(values: np.ndarray, idle_value: Any) -> bool:
+    """Whether ``values`` holds exactly the bytes of ``idle_value`` everywhere: then no row can differ
+    (``check_hygiene`` judges a row by its bytes). Cheaper than the elementwise compare; False means
+    only "compare elementwise" (a -0.0 for 0.0 differs in bytes, not in value)."""
+    try:
+        idle = _idle_bytes(values.dtype, values.shape, idle_value)
+    except (TypeError, ValueError, OverflowError):  # a value the dtype cannot hold: compare elementwise
+        return False
+    return values.tobytes() == idle
+
+
+@functools.lru_cache(maxsize=256)
+def _idle_bytes(dtype: np.dtype, shape: tuple[int, ...], idle_value: Any) -> bytes:
+    """The bytes of an array of ``shape`` and ``dtype`` filled with ``idle_value`` (a pure function: cached)."""
+    return np.full(shape, idle_value, dtype=dtype).tobytes()
+
+
 def check_hygiene(state: EngineState, step: int, engine: str, previous: Mapping[int, str]) -> list[Divergence]:
     """One divergence per per-slot buffer with a free slot not holding its idle value.
 
@@ -181,6 +199,8 @@ def check_hygiene(state: EngineState, step: int, engine: str, previous: Mapping[
         if buf.kind != SLOT or not buf.has_idle or len(buf.idle_rows) == 0:
             continue
         values = buf.idle_values
+        if _all_idle_bytes(values, buf.idle_value):
+            continue
         if not (values != buf.idle_value).any():  # the method: no dispatch wrapper (per buffer, per step)
             continue
         idle = np.full_like(values, buf.idle_value)
