@@ -45,3 +45,21 @@ def test_a_disabled_collector_stays_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_search_freezes_what_existed_before_it_and_unfreezes_it() -> None:
+    assert gc.get_freeze_count() == 0
+    with fewer_collections():
+        assert gc.get_freeze_count() > 0  # the older heap is skipped by the search's collections
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_freeze_made_by_someone_else_is_left_alone() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with fewer_collections():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

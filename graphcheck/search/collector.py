@@ -28,9 +28,16 @@ SEARCH_THRESHOLDS = (100_000, 50, 1000)
 def fewer_collections() -> Iterator[None]:
     """Run the block with :data:`SEARCH_THRESHOLDS`; restore the caller's and collect on the way out.
 
-    Nested uses keep the outer thresholds' restore; a collector the caller disabled stays disabled.
+    What exists when the search starts is frozen (``gc.freeze``) for its duration,
+    unless something else froze objects already: collections during the search,
+    and the one at its end, then walk only what the search made, not the
+    frameworks' heap. Nested uses keep the outer thresholds' restore; a collector
+    the caller disabled stays disabled.
     """
     before = gc.get_threshold()
+    freezing = gc.get_freeze_count() == 0
+    if freezing:
+        gc.freeze()
     gc.set_threshold(*SEARCH_THRESHOLDS)
     try:
         yield
@@ -38,6 +45,8 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
         if gc.isenabled():
             gc.collect()
+        if freezing:
+            gc.unfreeze()
 
 
 __all__ = ["SEARCH_THRESHOLDS", "fewer_collections"]
