@@ -363,6 +363,13 @@ def _int(value: Any, path: str, lo: int, hi: int) -> int:
     return value
 
 
+def _ints(values: list[Any], path: str, lo: int, hi: int) -> tuple[int, ...]:
+    """``_int`` of every entry (``path[i]``); plain ints in range pass in one sweep (token lists are long)."""
+    if values and set(map(type, values)) == {int} and lo <= min(values) and max(values) <= hi:
+        return tuple(values)
+    return tuple(_int(v, f"{path}[{i}]", lo, hi) for i, v in enumerate(values))
+
+
 def _float(value: Any, path: str, lo: float, hi: float, lo_open: bool = False) -> float:
     bounds = f"{'(' if lo_open else '['}{lo}, {hi}]"
     if isinstance(value, _HugeInt):
@@ -489,10 +496,7 @@ def _parse_config(data: Any, path: str) -> EngineConfig:
     k = _int(get("num_speculative_tokens"), _join(path, "num_speculative_tokens"), 1, MAX_SPECULATIVE_TOKENS)
     vocab = _int(get("vocab_size"), _join(path, "vocab_size"), 8, MAX_VOCAB)
     sizes_path = _join(path, "capture_sizes")
-    sizes = tuple(
-        _int(v, f"{sizes_path}[{i}]", 1, MAX_CAPTURE_SIZE)
-        for i, v in enumerate(_list(get("capture_sizes"), sizes_path, 64))
-    )
+    sizes = _ints(_list(get("capture_sizes"), sizes_path, 64), sizes_path, 1, MAX_CAPTURE_SIZE)
     if len(set(sizes)) != len(sizes):
         raise ScenarioError(sizes_path, f"entries must be distinct, got {_show(list(sizes))}")
     cfg = EngineConfig(
@@ -535,7 +539,7 @@ def _parse_request(data: Any, path: str, cfg: EngineConfig, num_steps: int) -> R
     prompt_raw = _list(_need(obj, "prompt", path), prompt_path, room)
     if not prompt_raw:
         raise ScenarioError(prompt_path, f"must hold 1 to {room} token ids, got none")
-    prompt = tuple(_int(t, f"{prompt_path}[{i}]", 0, vocab_hi) for i, t in enumerate(prompt_raw))
+    prompt = _ints(prompt_raw, prompt_path, 0, vocab_hi)
     max_dec_path = _join(path, "max_dec_len")
     max_dec_len = _int(_need(obj, "max_dec_len", path), max_dec_path, 1, max(1, room - len(prompt)))
     if len(prompt) + max_dec_len > room:
@@ -548,7 +552,7 @@ def _parse_request(data: Any, path: str, cfg: EngineConfig, num_steps: int) -> R
     eos_raw = _list(_need(obj, "eos_token_ids", path), eos_path, MAX_EOS_IDS)
     if not eos_raw:
         raise ScenarioError(eos_path, f"must hold 1 to {MAX_EOS_IDS} token ids, got none")
-    eos = tuple(_int(t, f"{eos_path}[{i}]", 0, vocab_hi) for i, t in enumerate(eos_raw))
+    eos = _ints(eos_raw, eos_path, 0, vocab_hi)
     arrival = _int(_need(obj, "arrival_step", path), _join(path, "arrival_step"), 0, num_steps - 1)
     abort = obj.get("abort_step")
     if abort is not None:
@@ -650,6 +654,7 @@ def validate(scenario: Scenario, *, max_engine_bytes: int | None = None) -> Scen
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset((int, float, str, bool, type(None)))
 
 
 def _plain(value: Any) -> Any:
@@ -658,6 +663,8 @@ def _plain(value: Any) -> Any:
     if kind in (int, float, str, bool) or value is None:
         return value
     if isinstance(value, (list, tuple)):
+        if _SCALARS.issuperset(map(type, value)):  # a token list: nothing to convert
+            return list(value)
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = _FIELD_NAMES.get(kind)

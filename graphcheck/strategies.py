@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple, Sequence, TypeVar, Union
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar, Union, cast
 
 from hypothesis import strategies as st
 
@@ -51,6 +51,7 @@ from graphcheck.scenario import (
 )
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 Knob = Union[T, st.SearchStrategy[T], None]
 
 DEFAULT = EngineConfig()
@@ -75,7 +76,56 @@ LIFETIMES = ("long", "mixed", "short")
 
 #: Strategy factories below are memoised: composites call them on every draw, and building and
 #: validating a fresh strategy object each time dominated the cost of drawing (and of shrinking).
-_memo = functools.lru_cache(maxsize=4096)
+def _memo(factory: F) -> F:
+    """``factory`` memoised on its arguments; built afresh when one is unhashable (a list)."""
+    cached = functools.lru_cache(maxsize=4096)(factory)
+
+    @functools.wraps(factory)
+    def memoised(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return cached(*args, **kwargs)
+        except TypeError:  # unhashable: nothing to share
+            return factory(*args, **kwargs)
+
+    return cast(F, memoised)
+
+
+def _memo_on(key: Callable[..., Any]) -> Callable[[F], F]:
+    """Memoise a strategy factory on ``key(*args, **kwargs)``, which must hold all the strategy reads of
+    its arguments: calls with equal keys share the strategy built for the first of them."""
+
+    def decorate(factory: F) -> F:
+        built: dict[Any, Any] = {}
+
+        @functools.wraps(factory)
+        def memoised(*args: Any, **kwargs: Any) -> Any:
+            found = key(*args, **kwargs)
+            try:
+                return built[found]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable: nothing to share
+                return factory(*args, **kwargs)
+            if len(built) >= 4096:
+                built.clear()
+            built[found] = strategy = factory(*args, **kwargs)
+            return strategy
+
+        return cast(F, memoised)
+
+    return decorate
+
+
+def _request_view(config: EngineConfig) -> tuple[int, int, int, bool]:
+    """All that the request strategies read of a config: the room (max_model_len, k + 1), the
+    vocabulary and the seed increment (k, naive mode). A scenario draws a fresh config (its
+    model seed alone makes it new), so a key holding the whole config would rarely hit."""
+    return config.vocab_size, config.max_model_len, config.num_speculative_tokens, config.naive_mode
+
+
+def _kw(kwargs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Keyword arguments as a key."""
+    return tuple(sorted(kwargs.items()))
 
 
 @_memo
@@ -90,16 +140,10 @@ def _either(*strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(*strategies)
 
 
-_memo_just = _memo(st.just)
+_just = _memo(st.just)  # just(value), memoised when ``value`` is hashable
 _int = _memo(st.integers)  # integers(lo, hi), memoised: composites below ask for the same ranges again and again
-
-
-def _just(value: Any) -> st.SearchStrategy[Any]:
-    """``just(value)``, memoised when ``value`` is hashable."""
-    try:
-        return _memo_just(value)
-    except TypeError:  # unhashable
-        return st.just(value)
+#: Two distinct objects: one_of drops a repeated strategy, and None is two of the abort's three branches.
+_NO_ABORT = (st.none(), st.none())
 
 
 def _knob(value: Knob[T], default: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
@@ -135,9 +179,16 @@ def capture_size_sets(
     drawn = st.sets(st.integers(1, max_size), min_size=0 if allow_empty else 1, max_size=max_entries)
     sizes = st.one_of(st.sampled_from(presets), drawn.map(lambda s: tuple(sorted(s))))
     # The engine must sort the sizes itself; shrinking restores ascending order.
-    return sizes.flatmap(lambda s: st.permutations(s).map(tuple))
+    return sizes.flatmap(any_order)
 
 
+@_memo
+def any_order(sizes: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+    """``sizes`` in any order, memoised (a flatmap asks for it on every draw); shrinks to the order given."""
+    return st.permutations(sizes).map(tuple)
+
+
+@_memo
 @st.composite
 def engine_configs(
     draw: st.DrawFn,
@@ -201,14 +252,17 @@ def engine_configs(
 # ---------------------------------------------------------------------------
 
 
-@_memo
 def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchStrategy[int]:
     """Request seeds: small ones, ones that wrap around SEED_MODULUS within the run, any.
 
     With a config, the near-modulus branch is sized by its seed increment so
     ``infer_seed`` wraps during the first ``num_steps`` steps.
     """
-    span = (config.seed_increment if config is not None else 24) * max(1, num_steps)
+    return _seeds((config.seed_increment if config is not None else 24) * max(1, num_steps))
+
+
+@_memo
+def _seeds(span: int) -> st.SearchStrategy[int]:
     return st.one_of(
         st.integers(0, 1000),
         st.integers(1, min(span, SEED_MODULUS)).map(lambda d: SEED_MODULUS - d),
@@ -220,21 +274,26 @@ def seeds(config: EngineConfig | None = None, num_steps: int = 16) -> st.SearchS
 SamplingParams = tuple[float, float, int]
 
 
-@_memo
 def sampling_params(config: EngineConfig, *, spread: str = "mixed") -> st.SearchStrategy[SamplingParams]:
     """Sampling parameters. ``spread``: "mixed" (typical and extreme values, any float),
     "random" (high entropy: a wrong random number shows as a wrong token), or "default"."""
+    return _sampling_params(config.vocab_size, spread)
+
+
+# Here and below: memoised on what is read of the config, not on the config (see _request_view).
+@_memo
+def _sampling_params(vocab_size: int, spread: str) -> st.SearchStrategy[SamplingParams]:
     lo_t, hi_t = TEMPERATURE_RANGE
     if spread == "default":
         return st.just((1.0, 1.0, 0))
     if spread == "random":
         temperature = st.sampled_from((2.0, hi_t, 5.0, 1.0))
         top_p = st.sampled_from((1.0, 0.99, 0.95))
-        top_k = st.sampled_from((0, config.vocab_size, 32))
+        top_k = st.sampled_from((0, vocab_size, 32))
     else:
         temperature = st.one_of(st.sampled_from((1.0, 0.5, 0.8, 1.5, 2.0, lo_t, hi_t)), st.floats(lo_t, hi_t))
         top_p = st.one_of(st.sampled_from((1.0, 0.9, 0.7, 0.5, 0.3)), st.floats(0.01, 1.0))
-        top_k = st.one_of(st.sampled_from((0, 1, 5, 20)), st.integers(0, config.vocab_size))
+        top_k = st.one_of(st.sampled_from((0, 1, 5, 20)), st.integers(0, vocab_size))
     return st.tuples(temperature, top_p, top_k)
 
 
@@ -243,20 +302,23 @@ def room(config: EngineConfig) -> int:
     return config.max_model_len - config.tokens_per_request
 
 
-@_memo
-@st.composite
-def prompts(draw: st.DrawFn, config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> tuple[int, ...]:
+def prompts(config: EngineConfig, *, max_len: int = 12, long_len: int = 40) -> st.SearchStrategy[tuple[int, ...]]:
     """Prompts: usually short; sometimes long, past the position table (32 rows) and across KV blocks.
 
     A long prompt has at least 33 tokens (when the configuration has room): left to
     ``st.lists``, lengths cluster near the minimum and a long draw rarely got past 32.
     """
-    cap = room(config) - 1
+    return _prompts(room(config) - 1, config.vocab_size, max_len, long_len)
+
+
+@_memo
+@st.composite
+def _prompts(draw: st.DrawFn, cap: int, vocab_size: int, max_len: int, long_len: int) -> tuple[int, ...]:
     short, long = min(max_len, cap), min(long_len, cap)
     longest = draw(_pick(short, long))
     shortest = 1 if longest == short else min(33, longest)
-    width = _token_width(config.vocab_size)
-    return token_ids(draw(_bytes(shortest * width, longest * width)), config.vocab_size)
+    width = _token_width(vocab_size)
+    return token_ids(draw(_bytes(shortest * width, longest * width)), vocab_size)
 
 
 def _token_width(vocab_size: int) -> int:
@@ -281,7 +343,6 @@ def token_ids(raw: bytes, vocab_size: int) -> tuple[int, ...]:
     return tuple(int.from_bytes(raw[i : i + width], "little") % vocab_size for i in range(0, usable, width))
 
 
-@_memo
 def max_dec_lens(
     config: EngineConfig, remaining: int, prompt_len: int, lifetime: str = "mixed"
 ) -> st.SearchStrategy[int]:
@@ -290,10 +351,14 @@ def max_dec_lens(
     "short": ends within a few steps; "long": can outlive the run; "mixed": any
     of these or close to the remaining step count, so it finishes mid-run.
     """
-    cap = max(1, room(config) - prompt_len)
+    return _max_dec_lens(max(1, room(config) - prompt_len), remaining, config.tokens_per_request, lifetime)
+
+
+@_memo
+def _max_dec_lens(cap: int, remaining: int, tokens_per_request: int, lifetime: str) -> st.SearchStrategy[int]:
     short = st.integers(1, min(cap, 4))
     near = st.integers(1, min(cap, max(1, remaining)))
-    long = st.integers(min(cap, remaining * config.tokens_per_request), cap)
+    long = st.integers(min(cap, remaining * tokens_per_request), cap)
     if lifetime == "short":
         return short
     if lifetime == "long":
@@ -336,9 +401,13 @@ def reasoning_changes(
     return excursions.map(lambda xs: tuple(sorted((c for x in xs for c in x), key=lambda c: c.step)))
 
 
-@_memo
 def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
-    token = st.integers(0, config.vocab_size - 1)
+    return _eos_ids(config.vocab_size, max_size)
+
+
+@_memo
+def _eos_ids(vocab_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...]]:
+    token = st.integers(0, vocab_size - 1)
     return st.lists(token, min_size=1, max_size=min(max_size, MAX_EOS_IDS), unique=True).map(tuple)
 
 
@@ -347,6 +416,7 @@ def eos_ids(config: EngineConfig, *, max_size: int = 2) -> st.SearchStrategy[tup
 # ---------------------------------------------------------------------------
 
 
+@_memo_on(lambda config, num_steps, request_id, **kw: (_request_view(config), num_steps, request_id, _kw(kw)))
 @st.composite
 def request_specs(
     draw: st.DrawFn,
@@ -369,7 +439,7 @@ def request_specs(
     temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
     abort = None
     if aborts and when + 1 <= num_steps:
-        abort = draw(_either(st.none(), st.none(), event_steps(when + 1, num_steps)))
+        abort = draw(_either(*_NO_ABORT, event_steps(when + 1, num_steps)))
     return RequestSpec(
         request_id=request_id,
         arrival_step=when,
@@ -392,18 +462,33 @@ def burst_steps(num_steps: int, *, max_bursts: int = 3) -> st.SearchStrategy[tup
     return bursts.map(lambda b: tuple(sorted(b)))
 
 
-@st.composite
+#: A request that overrides may target: its id and the first step they may start at.
+_Target = tuple[str, int]
+
+
+def _targets(requests: Sequence[RequestSpec | str]) -> tuple[_Target, ...]:
+    """What ``accept_runs`` reads of ``requests``: a spec's overrides start after its arrival, an id's at step 0."""
+    return tuple((r.request_id, r.arrival_step + 1) if isinstance(r, RequestSpec) else (r, 0) for r in requests)
+
+
 def accept_runs(
-    draw: st.DrawFn, config: EngineConfig, requests: Sequence[RequestSpec | str], num_steps: int, *, max_run: int = 4
-) -> list[AcceptOverride]:
+    config: EngineConfig, requests: Sequence[RequestSpec | str], num_steps: int, *, max_run: int = 4
+) -> st.SearchStrategy[list[AcceptOverride]]:
     """Forced accept counts for 1..``max_run`` consecutive steps of one of ``requests``,
     starting after its arrival (usually soon after); counts favour the extremes 0 and k."""
-    index = draw(_int(0, len(requests) - 1)) if len(requests) > 1 else 0
-    spec = requests[index]
-    rid, first = (spec.request_id, spec.arrival_step + 1) if isinstance(spec, RequestSpec) else (spec, 0)
+    return _accept_runs(config.num_speculative_tokens, _targets(requests), num_steps, max_run)
+
+
+# Memoised on what is read of the config and the requests: a freshly drawn spec as the key never hits.
+@_memo
+@st.composite
+def _accept_runs(
+    draw: st.DrawFn, k: int, targets: tuple[_Target, ...], num_steps: int, max_run: int
+) -> list[AcceptOverride]:
+    index = draw(_int(0, len(targets) - 1)) if len(targets) > 1 else 0
+    rid, first = targets[index]
     start = draw(event_steps(min(first, num_steps - 1), num_steps - 1))
     length = draw(_int(1, max_run))
-    k = config.num_speculative_tokens
     count = _either(_pick(0, k), _int(0, k))
     return [AcceptOverride(step, rid, draw(count)) for step in range(start, min(num_steps, start + length))]
 
@@ -416,23 +501,50 @@ def _first_per_key(overrides: Sequence[AcceptOverride]) -> tuple[AcceptOverride,
     return tuple(found[key] for key in sorted(found))
 
 
-@st.composite
 def accept_overrides(
-    draw: st.DrawFn,
     config: EngineConfig,
     requests: Sequence[RequestSpec | str],
     num_steps: int,
     *,
     max_overrides: int = 6,
     max_run: int = 4,
-) -> tuple[AcceptOverride, ...]:
+) -> st.SearchStrategy[tuple[AcceptOverride, ...]]:
     """Forced accept counts through the draft-override hook: up to ``max_overrides`` runs
     (``accept_runs``) over any of ``requests``. Overrides on a request's prefill step or
     after it ended are legal no-ops."""
-    if not requests or max_overrides <= 0:
+    return _accept_overrides(config.num_speculative_tokens, _targets(requests), num_steps, max_overrides, max_run)
+
+
+@_memo
+@st.composite
+def _accept_overrides(
+    draw: st.DrawFn, k: int, targets: tuple[_Target, ...], num_steps: int, max_overrides: int, max_run: int
+) -> tuple[AcceptOverride, ...]:
+    if not targets or max_overrides <= 0:
         return ()
-    runs = draw(st.lists(accept_runs(config, requests, num_steps, max_run=max_run), max_size=max_overrides))
+    runs = draw(_run_lists(k, targets, num_steps, max_run, max_overrides))
     return _first_per_key([acc for run in runs for acc in run])
+
+
+@_memo
+def _run_lists(
+    k: int, targets: tuple[_Target, ...], num_steps: int, max_run: int, max_overrides: int
+) -> st.SearchStrategy[list[list[AcceptOverride]]]:
+    return st.lists(_accept_runs(k, targets, num_steps, max_run), max_size=max_overrides)
+
+
+@_memo
+def _script_parts(
+    config: EngineConfig,
+    num_steps: int,
+    bursts: tuple[int, ...],
+    min_requests: int,
+    max_requests: int,
+    **request_kw: Any,
+) -> st.SearchStrategy[list[Script]]:
+    """``min_requests`` to ``max_requests`` ``scripted_requests``, memoised (drawn once per script)."""
+    one = scripted_requests(config, num_steps, bursts, **request_kw)
+    return st.lists(one, min_size=min_requests, max_size=max_requests)
 
 
 class Script(NamedTuple):
@@ -442,6 +554,7 @@ class Script(NamedTuple):
     accepts: tuple[AcceptOverride, ...]
 
 
+@_memo_on(lambda config, num_steps, bursts=(0,), **kw: (_request_view(config), num_steps, bursts, _kw(kw)))
 @st.composite
 def scripted_requests(
     draw: st.DrawFn,
@@ -468,6 +581,7 @@ def scripted_requests(
     return Script((spec,), accepts)
 
 
+@_memo_on(lambda config, num_steps, **kw: (_request_view(config), num_steps, _kw(kw)))
 @st.composite
 def request_scripts(
     draw: st.DrawFn,
@@ -489,8 +603,7 @@ def request_scripts(
     ``request_kw`` goes to ``scripted_requests`` / ``request_specs``.
     """
     bursts = draw(burst_steps(num_steps, max_bursts=max_bursts))
-    one = scripted_requests(config, num_steps, bursts, **request_kw)
-    parts = draw(st.lists(one, min_size=min_requests, max_size=max_requests))
+    parts = draw(_script_parts(config, num_steps, bursts, min_requests, max_requests, **request_kw))
     requests: list[RequestSpec] = []
     accepts: list[AcceptOverride] = []
     for i, part in enumerate(parts):
@@ -526,6 +639,7 @@ __all__ = [
     "PRESET_CAPTURE_SIZES",
     "accept_overrides",
     "accept_runs",
+    "any_order",
     "burst_steps",
     "capture_size_sets",
     "engine_configs",

@@ -41,6 +41,10 @@ STOP_KINDS = ("max_dec_len at the bonus token", "eos as accepted draft", "eos as
 SHAPES = ("shrinking batch", "past every bucket", "mixed")
 
 
+_SHAPE = st.sampled_from(SHAPES[:2] + SHAPES)  # the two batch shapes weighted up
+_LIFETIME = st.sampled_from(("short", "mixed", "long"))
+
+
 class Recipe(NamedTuple):
     """What one example switches on."""
 
@@ -54,7 +58,7 @@ def recipes(draw: st.DrawFn) -> Recipe:
     """A swarm subset: each recipe on or off, at least one switched on; shrinks to a planted eos."""
     stops = tuple(kind for kind in STOP_KINDS if draw(st.booleans()))
     tour = draw(st.booleans())
-    shape = draw(st.sampled_from(SHAPES[:2] + SHAPES))  # the two batch shapes weighted up
+    shape = draw(_SHAPE)
     if not stops and not tour and shape == "mixed":
         stops = STOP_KINDS[:1]
     return Recipe(tour, stops, shape)
@@ -62,19 +66,26 @@ def recipes(draw: st.DrawFn) -> Recipe:
 
 # --------------------------------------------------------------------------- configurations
 
+# Strategies built once, not on every draw (engine_configs is memoised on them).
+_NAIVE = st.sampled_from((False, True))
+_POLICY = st.sampled_from(("accept_all", "normal", "accept_all", "reject_all"))
+_ACCEPTING_POLICY = st.sampled_from(("accept_all", "normal"))
+_SHRINKING_SIZES = st.sampled_from(((1, 2, 4), (2, 4), (1, 2, 3, 4), (2, 4, 8), (1, 4), (2, 3), (1, 2)))
+_SMALL_SIZES = st.sampled_from(((1,), (2,), (1, 2), (1, 3), (2, 3), (3,)))
+
 
 def _config(draw: st.DrawFn, recipe: Recipe) -> EngineConfig:
     speculative = recipe.tour or bool(recipe.stops)
-    naive = False if speculative else st.sampled_from((False, True))
-    policy = st.sampled_from(("accept_all", "normal", "accept_all", "reject_all"))
+    naive = False if speculative else _NAIVE
+    policy = _POLICY
     if recipe.stops:  # a planted stop needs accepted drafts
-        policy = st.sampled_from(("accept_all", "normal"))
+        policy = _ACCEPTING_POLICY
     if recipe.shape == "shrinking batch":
-        sizes = st.sampled_from(((1, 2, 4), (2, 4), (1, 2, 3, 4), (2, 4, 8), (1, 4), (2, 3), (1, 2)))
+        sizes = _SHRINKING_SIZES
         config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy, max_num_seqs=8))
         return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes))
     if recipe.shape == "past every bucket":
-        sizes = st.sampled_from(((1,), (2,), (1, 2), (1, 3), (2, 3), (3,)))
+        sizes = _SMALL_SIZES
         config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy))
         return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes) + draw(st.integers(1, 3)))
     return draw(engine_configs(naive_mode=naive, accept_policy=policy))
@@ -96,7 +107,7 @@ def _requests(draw: st.DrawFn, config: EngineConfig, recipe: Recipe, num_steps: 
         arrivals = [0] * n
     else:
         n = draw(st.integers(2, 5))
-        lifetimes = ["long"] + [draw(st.sampled_from(("short", "mixed", "long"))) for _ in range(n - 1)]
+        lifetimes = ["long"] + [draw(_LIFETIME) for _ in range(n - 1)]
         arrivals = [0] + [draw(st.integers(0, num_steps - 1)) for _ in range(n - 1)]
     sampling = sampling_params(config)
     specs = [

@@ -13,12 +13,12 @@ import dataclasses
 from hypothesis import strategies as st
 
 from graphcheck.scenario import AcceptOverride, Scenario, validate
-from graphcheck.strategies import capture_size_sets, engine_configs, sampling_params, scenarios, seeds
+from graphcheck.strategies import any_order, capture_size_sets, engine_configs, sampling_params, scenarios, seeds
 
 
 def _any_order(sizes: st.SearchStrategy[tuple[int, ...]]) -> st.SearchStrategy[tuple[int, ...]]:
     """Capture sizes in any order (the engine sorts them); shrinks to the order given."""
-    return sizes.flatmap(lambda s: st.permutations(s).map(tuple))
+    return sizes.flatmap(any_order)
 
 
 def address_scenarios() -> st.SearchStrategy[Scenario]:
