@@ -7,11 +7,13 @@ semantics a real capture would:
   installed and records each outermost kernel call: the function, its tensor
   arguments by identity and everything else by value (containers and
   dataclasses are copied, so rebinding a field later is not seen). The
-  capture leaves no side effects: every pre-existing storage a kernel touches
-  is snapshotted before its first touch and restored at the end, and every
+  capture leaves no side effects: every pre-existing storage a kernel writes
+  is snapshotted before its first write (before a kernel first receives it,
+  where the framework does not report writes) and restored at the end, and every
   tensor the region allocated is *poisoned* (filled with NaN / a sentinel and,
   until the graph's first replay, any op reading it raises
-  :class:`PoisonedTensorError`), since a real capture leaves it uninitialised.
+  :class:`PoisonedTensorError`), since a real capture leaves it uninitialised;
+  a replay whose kernels receive no poisoned storage needs no per-op check.
 * **replay** re-runs the recorded calls in order and copies each call's fresh
   results into the tensors that call returned at capture, which later calls
   and ``graph.outputs`` hold. Pre-existing tensors are replayed through
