@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections.abc import ValuesView
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -69,23 +70,12 @@ _ALLOC_OPS = frozenset(
 _HOST_READ_METHODS = ("tolist", "numpy", "cpu")
 
 
-def _tensors(obj: Any, tensor_type: type) -> Iterator[Any]:
-    if isinstance(obj, tensor_type):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors(item, tensor_type)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item, tensor_type)
-
-
 def _op_tensors(values: Any, tensor_type: type) -> list[Any]:
     """The tensors among an op's arguments or results: a tensor, a flat sequence of values or
     of tensor lists (``Tensor[]`` / ``Tensor?[]``); aten schemas nest no deeper."""
     if isinstance(values, tensor_type):
         return [values]
-    if not isinstance(values, (tuple, list, type({}.values()))):
+    if not isinstance(values, (tuple, list, ValuesView)):
         return []  # a scalar result
     found = []
     for v in values:
