@@ -660,7 +660,7 @@ _SCALARS = frozenset((int, float, str, bool, type(None)))
 def _plain(value: Any) -> Any:
     """``value`` with every dataclass made a dict and every tuple a list, recursively (JSON's shapes)."""
     kind = type(value)
-    if kind in (int, float, str, bool) or value is None:
+    if kind in _SCALARS:
         return value
     if isinstance(value, (list, tuple)):
         if _SCALARS.issuperset(map(type, value)):  # a token list: nothing to convert

@@ -108,7 +108,7 @@ from graphcheck.backends.engine.transfer import (
 from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
 from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import load_weights
-from graphcheck.backends.graphs.base import never_holds_tensors, tensors_by_id
+from graphcheck.backends.graphs.base import iter_tensors, never_holds_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
@@ -423,8 +423,8 @@ class Engine:
                 inert[name] = value
             else:
                 state.append(value)
-        nbytes = self.xp.nbytes
-        return sum(nbytes(t) for t in tensors_by_id(state, tensor_type).values())
+        seen = {id(t): t for t in iter_tensors(state, is_tensor)}
+        return sum(self.xp.nbytes(t) for t in seen.values())
 
     def _fault(self, name: str) -> bool:
         """Whether the injected fault ``name`` (a ``graphcheck.backends.engine.faults`` constant) is on."""

@@ -74,32 +74,19 @@ class TensorOps(Protocol):
 
 
 def iter_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> Iterator[Any]:
-    """Yield the tensors in ``obj``: itself, tuple/list/dict items, dataclass fields (recursively)."""
+    """The tensors in ``obj``: itself, tuple/list/dict items, dataclass fields (recursively).
+
+    Collected in one eager walk, not a generator per container: the walk runs on
+    every kernel call of a capture and every step's memory count.
+    """
+    found: list[Any] = []
+    _collect(obj, is_tensor, found)
+    return iter(found)
+
+
+def _collect(obj: Any, is_tensor: Callable[[Any], bool], found: list[Any]) -> None:
     if is_tensor(obj):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from iter_tensors(item, is_tensor)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from iter_tensors(item, is_tensor)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from iter_tensors(getattr(obj, f.name), is_tensor)
-
-
-def tensors_by_id(obj: Any, tensor_type: type | tuple[type, ...]) -> dict[int, Any]:
-    """id -> tensor of every tensor :func:`iter_tensors` finds in ``obj`` (each object once), walked
-    eagerly: the same walk without a generator per container, for walks repeated every step
-    (``Engine.memory_bytes``). A tensor is an instance of ``tensor_type``."""
-    found: dict[int, Any] = {}
-    _collect(obj, tensor_type, found)
-    return found
-
-
-def _collect(obj: Any, tensor_type: type | tuple[type, ...], found: dict[int, Any]) -> None:
-    if isinstance(obj, tensor_type):
-        found[id(obj)] = obj
+        found.append(obj)
         return
     if isinstance(obj, (tuple, list)):
         items: Any = obj
@@ -110,10 +97,7 @@ def _collect(obj: Any, tensor_type: type | tuple[type, ...], found: dict[int, An
     else:
         return
     for item in items:
-        if isinstance(item, tensor_type):
-            found[id(item)] = item
-        else:
-            _collect(item, tensor_type, found)
+        _collect(item, is_tensor, found)
 
 
 @functools.cache

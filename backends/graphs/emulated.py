@@ -302,9 +302,8 @@ class EmulatedGraph(Graph):
         """Storage key -> a tensor on it, for memory the graph alone keeps alive."""
         key = self._ops.storage_key
         held = {key(t): t for t in self._owned}
-        refs = self._root_refs
         for i, alias in self._aliases:
-            if refs[i]() is None:  # not _input_alive(i): the same test, inlined (every input, every replayed step)
+            if not self._input_alive(i):
                 held[key(alias)] = alias
         return held
 

@@ -86,6 +86,14 @@ def _op_tensors(values: Any, tensor_type: type) -> list[Any]:
     return found
 
 
+def _arg_tensors(args: tuple, kwargs: dict, tensor_type: type) -> list[Any]:
+    """The tensors among an op's positional and keyword arguments."""
+    found = _op_tensors(args, tensor_type)
+    if kwargs:
+        found += _op_tensors(kwargs.values(), tensor_type)
+    return found
+
+
 def _storage_key(t: Any) -> int:
     return t.untyped_storage()._cdata
 
@@ -172,9 +180,7 @@ def _mode_classes() -> tuple[type, type]:
             reason = _host_sync_reason(func, args, kwargs) if op.may_sync else None
             if reason:
                 raise HostSyncInCapture(f"{reason}; not allowed inside graph capture ({state.label})")
-            inputs = _op_tensors(args, torch.Tensor)
-            if kwargs:
-                inputs += _op_tensors(kwargs.values(), torch.Tensor)
+            inputs = _arg_tensors(args, kwargs, torch.Tensor)
             in_keys = [_storage_key(t) for t in inputs]
             if state.check_escapes and not op.is_view and not op.allocates_only:
                 self._check_escape(func, inputs, in_keys)
@@ -215,7 +221,7 @@ def _mode_classes() -> tuple[type, type]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _POISONED and not _tls.bookkeeping and not _tls.captures and not func.is_view:
-                for t in _op_tensors(args, torch.Tensor) + _op_tensors(kwargs.values(), torch.Tensor):
+                for t in _arg_tensors(args, kwargs, torch.Tensor):
                     entry = _POISONED.get(_storage_key(t))
                     if entry is not None and _counts(entry[2]):
                         raise PoisonedTensorError(

@@ -235,9 +235,13 @@ class ArrayOps(abc.ABC):
     def masked_assign_(self, dst: Tensor, key: Any, mask: Tensor, src: Tensor | int) -> None:
         """In place: ``dst[key] = where(mask, src, dst[key])`` (mask broadcasts from the left)."""
         old = dst[key]
-        while len(mask.shape) < len(old.shape):
+        self.assign_(dst, key, self.where(self.mask_like(mask, old), src, old))
+
+    def mask_like(self, mask: Tensor, target: Tensor) -> Tensor:
+        """``mask`` with trailing axes of size 1 up to ``target``'s rank, so it broadcasts from the left."""
+        while len(mask.shape) < len(target.shape):
             mask = self.unsqueeze(mask, len(mask.shape))
-        self.assign_(dst, key, self.where(mask, src, old))
+        return mask
 
     def take2d(self, x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
         """``x[rows, cols]`` elementwise for a contiguous 2-D ``x`` (flat index gather)."""

@@ -216,8 +216,7 @@ class TorchArrayOps(ArrayOps):
     def masked_assign_(self, dst, key, mask, src):
         # A torch slice is a view: write through it (one op, not read, where, then write back).
         view = dst[key]
-        while mask.dim() < view.dim():
-            mask = mask.unsqueeze(-1)
+        mask = self.mask_like(mask, view)
         if isinstance(src, torch.Tensor):
             torch.where(mask, src, view, out=view)
         else:
