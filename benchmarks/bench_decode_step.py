@@ -35,7 +35,9 @@ ROUNDS = 5 if QUICK else 30
 
 
 @pytest.fixture(scope="module")
-def device(bench_device: Any) -> Any:
+def device(bench_device: Any, bench_checker: Any) -> Any:
+    if not bench_checker.engine.builtin:
+        pytest.skip(f"the decode-step benchmark times the built-in engine's internals, not {bench_checker.engine.spec}")
     if bench_device.framework != "torch":
         pytest.skip(
             f"the decode-step benchmark restores torch tensors; {bench_device.name} runs {bench_device.framework}"

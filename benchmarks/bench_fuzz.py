@@ -36,13 +36,13 @@ MODES = {"fresh": {"per_config": 1, "pool": None}, "pooled": {}}
 
 
 @pytest.fixture(scope="module")
-def warm(bench_device: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+def warm(bench_checker: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """First-use costs (imports, allocator, kernels) outside either mode's timing."""
-    with single_threaded(bench_device):
+    with single_threaded(bench_checker.backend):
         fuzz_suite(
             "warm-up",
-            SUITES["padding"].strategy(),
-            bench_device,
+            bench_checker.strategy(SUITES["padding"].strategy()),
+            bench_checker,
             examples=1,
             seed=SEED + 1,
             pending_path=tmp_path_factory.mktemp("warm") / "pending-scenario.json",
@@ -51,19 +51,20 @@ def warm(bench_device: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
         )
 
 
-def fuzz_all(backend: Any, pending: Path, **mode: Any) -> dict[str, Any]:
+def fuzz_all(checker: Any, pending: Path, **mode: Any) -> dict[str, Any]:
     """Fuzz every suite once; lockstep runs, Hypothesis examples, steps, seconds, and per suite
     its lockstep runs and seconds (``per_suite``: a ``--baseline`` is compared on the suites both ran)."""
     runs = configs = steps = 0
     per_suite: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
-    with single_threaded(backend):
+    with single_threaded(checker.backend):
         for name in SUITE_NAMES:
             suite = SUITES[name]
+            if checker.missing_for(suite.requires):
+                continue  # a suite this engine cannot run (graphcheck run skips it too)
             begun = time.perf_counter()
-            result = fuzz_suite(
-                name, suite.strategy(), backend, examples=EXAMPLES, seed=SEED, pending_path=pending, **mode
-            )
+            strategy = checker.strategy(suite.strategy())
+            result = fuzz_suite(name, strategy, checker, examples=EXAMPLES, seed=SEED, pending_path=pending, **mode)
             assert result.outcome is None, f"{name}: {result.outcome.first.headline() if result.outcome.first else ''}"
             per_suite[name] = {"examples": result.examples, "seconds": time.perf_counter() - begun}
             runs, configs, steps = runs + result.examples, configs + EXAMPLES, steps + result.steps
@@ -72,11 +73,12 @@ def fuzz_all(backend: Any, pending: Path, **mode: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_fuzz(benchmark: Any, bench_device: Any, warm: None, mode: str, tmp_path: Path) -> None:
+def test_fuzz(benchmark: Any, bench_checker: Any, warm: None, mode: str, tmp_path: Path) -> None:
     figures: dict[str, Any] = {}
+    bench_device = bench_checker.backend
 
     def run() -> None:
-        figures.update(fuzz_all(bench_device, tmp_path / "pending-scenario.json", **MODES[mode]))
+        figures.update(fuzz_all(bench_checker, tmp_path / "pending-scenario.json", **MODES[mode]))
 
     benchmark.group = "fuzz"
     benchmark.pedantic(run, rounds=1, iterations=1)
@@ -84,7 +86,8 @@ def test_fuzz(benchmark: Any, bench_device: Any, warm: None, mode: str, tmp_path
         kind="fuzz",
         mode=mode,
         per_config=MODES[mode].get("per_config", DEFAULT_PER_CONFIG),
-        suites=list(SUITE_NAMES),
+        suites=list(figures.get("per_suite", SUITE_NAMES)),
+        engine=bench_checker.engine.spec,
         examples_per_suite=EXAMPLES,
         seed=SEED,
         backend=bench_device.name,

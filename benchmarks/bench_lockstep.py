@@ -75,15 +75,16 @@ if not QUICK:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_lockstep(benchmark: Any, bench_device: Any, name: str) -> None:
-    scenario = SCENARIOS[name]()
-    warm = Lockstep(scenario, bench_device).run()  # untimed: first-use costs (imports, allocator, kernels)
+def test_lockstep(benchmark: Any, bench_checker: Any, name: str) -> None:
+    bench_device = bench_checker.backend
+    scenario = bench_checker.prepare(SCENARIOS[name]())
+    warm = bench_checker.run(scenario)  # untimed: first-use costs (imports, allocator, kernels)
     assert warm.clean, [d.headline() for d in warm.failures]
     timings = LockstepTimings()
     outcomes = []
 
     def setup() -> tuple[tuple[Lockstep], dict]:
-        return (Lockstep(scenario, bench_device, timings=timings),), {}
+        return (bench_checker.build(scenario, timings=timings),), {}
 
     def run(lockstep: Lockstep) -> None:
         outcomes.append(lockstep.run())
@@ -99,6 +100,7 @@ def test_lockstep(benchmark: Any, bench_device: Any, name: str) -> None:
         backend=bench_device.name,
         device=bench_device.device,
         runner=warm.runner,
+        engine=bench_checker.engine.spec,
         overhead_target=overhead_target(bench_device.device),
         timings=timings.as_dict(),
     )

@@ -6,6 +6,8 @@ Environment (``graphcheck bench`` sets all three; run by hand, set them yourself
   when torch sees a GPU, else ``cpu``.
 - ``GRAPHCHECK_BENCH_EMULATE=1``: that backend's framework path on the CPU, emulated graph runner.
 - ``GRAPHCHECK_BENCH_QUICK=1``: fewer sizes and rounds, for a smoke run (figures are rough).
+- ``GRAPHCHECK_BENCH_ENGINE``: the engine ``--engine`` names (default ``builtin``). The decode-step
+  benchmark times the built-in engine's internals and skips for any other.
 
 A backend this machine cannot run skips the benchmarks that need it, with the reason.
 """
@@ -41,6 +43,15 @@ def bench_device() -> Any:
         return resolve(backend_name(), emulate=os.environ.get("GRAPHCHECK_BENCH_EMULATE") == "1")
     except BackendError as err:
         pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session")
+def bench_checker(bench_device: Any) -> Any:
+    """A ``graphcheck.check.checker.Checker`` of the bench backend and ``GRAPHCHECK_BENCH_ENGINE``."""
+    from graphcheck.check.checker import Checker
+    from graphcheck.check.engines import resolve_engine
+
+    return Checker(bench_device, resolve_engine(os.environ.get("GRAPHCHECK_BENCH_ENGINE") or None))
 
 
 @pytest.fixture(scope="session", autouse=True)

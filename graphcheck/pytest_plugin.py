@@ -12,6 +12,10 @@ Options:
   default ``$GRAPHCHECK_BACKEND``, else ``cpu`` (the variable ``suites/`` reads).
 * ``--graphcheck-emulate``: run that backend's framework on the CPU with the
   emulated graph runner; default ``$GRAPHCHECK_EMULATE``.
+* ``--graphcheck-engine SPEC``: the engine the fixtures check, as ``graphcheck run
+  --engine`` names it (``builtin``, an entry point of ``graphcheck.engines``, or
+  ``package.module:attribute``); default ``$GRAPHCHECK_ENGINE``, else ``builtin``.
+  A SPEC that does not resolve is a usage error (pytest exit 4).
 * ``--graphcheck-profile NAME``: load a Hypothesis profile before collection,
   like ``--hypothesis-profile``. ``ci``, ``dev`` and ``thorough`` are
   graphcheck's, registered as ``graphcheck-ci`` ... so that they never replace a
@@ -25,15 +29,16 @@ Fixtures (nothing runs until a test asks for one):
   that asks for it, never a skip: a gate asked to check cuda must not pass on
   a machine without a GPU.
 * ``graphcheck_engine_factory`` (module): the ``EngineFactory`` under test, the
-  built-in engine by default. Override it in a conftest.py or a test module
-  (scope ``"module"`` or ``"session"``) to check your own engine
-  (docs/adapters.md).
+  one ``--graphcheck-engine`` names (the built-in engine by default). Override it
+  in a conftest.py or a test module (scope ``"module"`` or ``"session"``) to check
+  your own engine without the option (docs/adapters.md).
 * ``graphcheck_setup`` (session): the model, contract and oracle every scenario is
   checked with (``--graphcheck-model``, ``--graphcheck-contract``,
   ``--graphcheck-oracle``), a ``graphcheck.check.setup.CheckSetup``.
-* ``graphcheck_lockstep`` (module): a ``graphcheck.check.runner.LockstepRunner``;
-  ``graphcheck_lockstep(scenario, faults=[...])`` returns the CheckOutcome,
-  ``graphcheck_lockstep.build(scenario)`` the Lockstep to step yourself.
+* ``graphcheck_lockstep`` (module): a ``graphcheck.check.checker.Checker`` of that
+  backend, engine and setup; ``graphcheck_lockstep(scenario, faults=[...])`` returns
+  the CheckOutcome, ``graphcheck_lockstep.build(scenario)`` the Lockstep to step
+  yourself, ``.strategy(s)`` fits a strategy's scenarios to the engine's capabilities.
 * ``graphcheck_check`` (module): ``graphcheck_check(scenario, faults=[...])``
   runs the scenario and raises ``ScenarioDiverged`` (an AssertionError, so
   Hypothesis shrinks it) naming the first divergence, with a replay command.
@@ -52,8 +57,9 @@ import pytest
 if TYPE_CHECKING:
     from graphcheck.adapter import EngineFactory
     from graphcheck.backends.devices import Device
+    from graphcheck.check.checker import Checker
+    from graphcheck.check.engines import EngineChoice
     from graphcheck.check.records import CheckOutcome
-    from graphcheck.check.runner import LockstepRunner
 
 #: examples per test of graphcheck's Hypothesis profiles, the settings of its own test suite (tests/conftest.py);
 #: ``graphcheck run --profile`` has its own, fewer (graphcheck.search.suite_run.RUN_PROFILE_EXAMPLES)
@@ -99,6 +105,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=ORACLE_CHOICES,
         default=None,
         help="exact, model-agnostic, or auto (default: exact for the exact model)",
+    )
+    group.addoption(
+        "--graphcheck-engine",
+        default=None,
+        metavar="SPEC",
+        help="the engine of the graphcheck fixtures: builtin, a graphcheck.engines entry point or "
+        "package.module:attribute (default $GRAPHCHECK_ENGINE, else builtin)",
     )
     group.addoption(
         "--graphcheck-profile",
@@ -152,7 +165,26 @@ def profile_name(name: str) -> str:
     return PROFILE_PREFIX + name if name in TEST_PROFILE_EXAMPLES else name
 
 
+ENGINE_ENV = "GRAPHCHECK_ENGINE"
+
+
+def engine_spec(config: pytest.Config) -> str:
+    """``--graphcheck-engine``, else $GRAPHCHECK_ENGINE, else ``builtin``."""
+    import os
+
+    return config.getoption("graphcheck_engine") or os.environ.get(ENGINE_ENV) or "builtin"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    given = config.getoption("graphcheck_engine")
+    if given:  # a SPEC that does not resolve is a usage error now, not a failure in every test
+        from graphcheck.check.engines import resolve_engine
+        from graphcheck.errors import InputError
+
+        try:
+            resolve_engine(given)
+        except InputError as exc:
+            raise pytest.UsageError(str(exc).replace("--engine", "--graphcheck-engine", 1)) from None
     name = config.getoption("graphcheck_profile")
     if not name:
         return
@@ -179,13 +211,16 @@ def backend_choice(config: pytest.Config) -> tuple[str, bool]:
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    given = [config.getoption(o) for o in ("graphcheck_backend", "graphcheck_emulate", "graphcheck_profile")]
-    if not any(given):
+    options = ("graphcheck_backend", "graphcheck_emulate", "graphcheck_profile", "graphcheck_engine")
+    if not any(config.getoption(o) for o in options):
         return None
     name, emulate = backend_choice(config)
     profile = config.getoption("graphcheck_profile")
-    return f"graphcheck: backend {name}{' --emulate' if emulate else ''}" + (
-        f", hypothesis profile {profile_name(profile)}" if profile else ""
+    engine = config.getoption("graphcheck_engine")
+    return (
+        f"graphcheck: backend {name}{' --emulate' if emulate else ''}"
+        + (f", engine {engine}" if engine else "")
+        + (f", hypothesis profile {profile_name(profile)}" if profile else "")
     )
 
 
@@ -201,12 +236,22 @@ def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
         pytest.fail(f"graphcheck backend unavailable: {exc}", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def graphcheck_engine_factory() -> EngineFactory:
-    """The engine under test: the built-in engine. Override this fixture to check your own adapter."""
-    from graphcheck.backends.engine import Engine
+@pytest.fixture(scope="session")
+def graphcheck_engine(pytestconfig: pytest.Config) -> EngineChoice:
+    """The engine ``--graphcheck-engine`` (or $GRAPHCHECK_ENGINE) names: a resolved ``EngineChoice``."""
+    from graphcheck.check.engines import resolve_engine
+    from graphcheck.errors import InputError
 
-    return Engine
+    try:
+        return resolve_engine(engine_spec(pytestconfig))
+    except InputError as exc:
+        pytest.fail(f"graphcheck: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def graphcheck_engine_factory(graphcheck_engine: EngineChoice) -> EngineFactory:
+    """The engine under test (``--graphcheck-engine``). Override this fixture to check your own adapter."""
+    return graphcheck_engine.factory
 
 
 @pytest.fixture(scope="session")
@@ -225,15 +270,28 @@ def graphcheck_setup(pytestconfig: pytest.Config) -> Any:
 
 @pytest.fixture(scope="module")
 def graphcheck_lockstep(
-    graphcheck_backend: Device, graphcheck_engine_factory: EngineFactory, graphcheck_setup: Any
-) -> LockstepRunner:
-    """``graphcheck_lockstep(scenario, faults=())`` -> CheckOutcome; ``.build(scenario)`` -> Lockstep."""
-    from graphcheck.check.runner import LockstepRunner
+    graphcheck_backend: Device,
+    graphcheck_engine: EngineChoice,
+    graphcheck_engine_factory: EngineFactory,
+    graphcheck_setup: Any,
+) -> Checker:
+    """The Checker: ``graphcheck_lockstep(scenario, faults=())`` -> CheckOutcome; ``.build(scenario)`` -> Lockstep."""
+    from graphcheck.check.checker import Checker
+    from graphcheck.check.engines import engine_from_factory
+    from graphcheck.errors import InputError
 
-    return LockstepRunner(graphcheck_backend, graphcheck_engine_factory, graphcheck_setup)
+    try:
+        engine = (
+            graphcheck_engine
+            if graphcheck_engine_factory is graphcheck_engine.factory
+            else engine_from_factory(graphcheck_engine_factory)
+        )
+    except InputError as exc:
+        pytest.fail(f"graphcheck: {exc}", pytrace=False)
+    return Checker(graphcheck_backend, engine, graphcheck_setup)
 
 
 @pytest.fixture(scope="module")
-def graphcheck_check(graphcheck_lockstep: LockstepRunner) -> Callable[..., CheckOutcome]:
+def graphcheck_check(graphcheck_lockstep: Checker) -> Callable[..., CheckOutcome]:
     """``graphcheck_check(scenario, faults=())``: the CheckOutcome, or ScenarioDiverged with the first divergence."""
     return graphcheck_lockstep.check

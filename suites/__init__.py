@@ -34,6 +34,7 @@ SUITES: dict[str, Suite] = {
             "forced accept patterns, verify strategies and policies, reasoning and eos rules",
             sc.accept_scenarios,
             (5, 13, 16),
+            requires=("drafts",),
         ),
         Suite(
             "seeds",
@@ -62,6 +63,7 @@ SUITES: dict[str, Suite] = {
             "reasoning transition, buckets that shrink, batches past every bucket",
             combo.combination_scenarios,
             (3, 5, 6, 12, 13, 15, 16),
+            requires=("drafts",),
         ),
         Suite("all", "the general strategy: every dimension mixed", sc.general_scenarios, tuple(range(1, 18))),
     )

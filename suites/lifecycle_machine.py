@@ -21,7 +21,9 @@ from typing import Any, Sequence
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from graphcheck.check.lockstep import EngineFactory, Lockstep
+from graphcheck.adapter import EngineFactory
+from graphcheck.check.checker import Checker, builtin_engine
+from graphcheck.check.engines import engine_from_factory
 from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, Scenario, validate
 from graphcheck.strategies import engine_configs, request_specs
@@ -50,10 +52,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     def start(self, config: EngineConfig) -> None:
         self.scenario = validate(Scenario(config, (), (), num_steps=1, name="lifecycle-machine"))
         self.backend = backend_from_env()
+        factory = type(self).engine_factory
+        engine = builtin_engine() if factory is None else engine_from_factory(factory)
         with single_threaded(self.backend):
-            self.lockstep = Lockstep(
-                self.scenario, self.backend, faults=self.faults, engine_factory=type(self).engine_factory
-            )
+            self.lockstep = Checker(self.backend, engine, faults=tuple(self.faults)).build(self.scenario)
 
     # ------------------------------------------------------------------ events for step t
     def _update(self, **changes: Any) -> None:

@@ -19,7 +19,9 @@ from typing import Any, Callable, Sequence
 
 from hypothesis import given
 
-from graphcheck.check.lockstep import EngineFactory, Lockstep
+from graphcheck.adapter import EngineFactory
+from graphcheck.check.checker import Checker, builtin_engine
+from graphcheck.check.engines import engine_from_factory
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.threads import single_threaded  # re-exported for suites and tests
 from graphcheck.scenario import Scenario
@@ -47,10 +49,10 @@ def check(
     *,
     engine_factory: EngineFactory | None = None,
 ) -> CheckOutcome:
-    """Run ``scenario`` in lockstep on ``backend`` (default: backend_from_env())."""
+    """``Checker(backend, engine).run(scenario)``; backend default: backend_from_env(), engine: the built-in one."""
     backend = backend if backend is not None else backend_from_env()
-    with single_threaded(backend):
-        return Lockstep(scenario, backend, faults=faults, engine_factory=engine_factory).run()
+    engine = builtin_engine() if engine_factory is None else engine_from_factory(engine_factory)
+    return Checker(backend, engine, faults=tuple(faults)).run(scenario)
 
 
 def failure_message(outcome: CheckOutcome, scenario: Scenario | None = None) -> str:

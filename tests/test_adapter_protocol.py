@@ -32,7 +32,8 @@ from graphcheck.adapter import (
     StateSnapshots,
     StepReport,
 )
-from graphcheck.check.runner import LockstepRunner
+from graphcheck.check.checker import Checker
+from graphcheck.check.engines import engine_from_factory
 from graphcheck.scenario import RequestSpec, StepResult
 from graphcheck.search.builtin import demo_scenario
 
@@ -274,7 +275,7 @@ def test_the_second_adapter_runs_clean_in_lockstep(cpu) -> None:
         not hasattr(SlotEngine, "state_snapshot")
         and not Lockstep(demo_scenario(), cpu, engine_factory=SlotEngine).snapshots
     )
-    outcome = LockstepRunner(cpu, SlotEngine)(demo_scenario())
+    outcome = Checker(cpu, engine_from_factory(SlotEngine))(demo_scenario())
     assert outcome.clean, [d.headline() for d in outcome.failures]
     assert outcome.runner == "slot-engine/emulated"
     bindings = [b for r in outcome.records["graph"] if r.used_graph for b in r.bindings]
@@ -283,14 +284,14 @@ def test_the_second_adapter_runs_clean_in_lockstep(cpu) -> None:
 
 
 def test_a_rebinding_in_the_adapter_is_an_address_divergence_under_its_own_name(cpu) -> None:
-    outcome = LockstepRunner(cpu, RebindingSlotEngine)(demo_scenario())
+    outcome = Checker(cpu, engine_from_factory(RebindingSlotEngine))(demo_scenario())
     first = outcome.first
     assert first is not None and (first.kind, first.step, first.tensor) == ("address", 4, "buf/infer_seed")
     assert first.detail.startswith("target[")  # the old storage is stale, and freed once nothing holds it
 
 
 def test_an_injected_engine_fault_shows_through_the_adapter(cpu) -> None:
-    outcome = LockstepRunner(cpu, SlotEngine)(demo_scenario(), faults=["rebind-output-offsets"])
+    outcome = Checker(cpu, engine_from_factory(SlotEngine))(demo_scenario(), faults=["rebind-output-offsets"])
     first = outcome.first
     assert first is not None and (first.kind, first.tensor) == ("address", "buf/cu_seqlens_out")
 

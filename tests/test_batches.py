@@ -14,6 +14,7 @@ from hypothesis import seed as hypothesis_seed
 
 from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import faults as fault
+from graphcheck.check.checker import Checker
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.search.batches import batches, rebase
 from graphcheck.search.determinism import seed_only
@@ -95,7 +96,7 @@ def test_one_scenario_per_config_and_no_pool_is_the_old_search(tmp_path: Path) -
     result = fuzz_suite(
         suite.name,
         suite.strategy(),
-        CPU,
+        Checker(CPU),
         examples=4,
         seed=3,
         pending_path=tmp_path / "p.json",
@@ -117,10 +118,9 @@ def test_a_batched_search_reports_and_shrinks_the_diverging_scenario(tmp_path: P
         return fuzz_suite(
             suite.name,
             suite.strategy(),
-            CPU,
+            Checker(CPU, faults=(name,)),
             examples=10,
             seed=0,
-            faults=(name,),
             pending_path=tmp_path / "p.json",
             on_example=lambda scenario, outcome: runs.append((scenario, outcome.clean)),
             per_config=4,

@@ -40,8 +40,8 @@ from graphcheck.catalog.run import (
     suite_plan,
     summarize,
 )
+from graphcheck.check.checker import check_scenario
 from graphcheck.check.diff import Divergence
-from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog import write_catalog
@@ -152,7 +152,7 @@ def test_catalog_localises_two_faults_to_what_they_declare(tmp_path: Path, monke
     """
     faults = ("seed-advance-outside-graph", "warmup-state-leaks")
     # The peer-style baseline (tested on its own below) is most of a catalog's time, and says nothing here.
-    monkeypatch.setattr(catalog_run, "run_baseline", lambda backend, faults=(): BaselineResult((), 0.0))
+    monkeypatch.setattr(catalog_run, "run_baseline", lambda backend, faults=(), engine=None: BaselineResult((), 0.0))
     argv = [
         "catalog",
         "--budget",

@@ -22,6 +22,7 @@ from graphcheck.catalog import seeds as catalog_seeds
 from graphcheck.catalog.console import print_table
 from graphcheck.catalog.seeds import CleanSeeds, FaultSeeds, SeedRun, SeedsResult, SeedsSettings, run_seed
 from graphcheck.catalog.seeds_console import seeds_table, totals_lines
+from graphcheck.check.checker import Checker
 from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.report.catalog_seeds import write_seeds_catalog
@@ -38,9 +39,8 @@ CI = SeedsSettings(seeds=2, examples=RUN_PROFILE_EXAMPLES["ci"], profile="ci")
 
 def _run_loop(fault: str, seed: int, tmp_path: Path) -> SuiteRun:
     """What ``graphcheck run --profile ci --seed SEED --inject FAULT --database none`` runs, shrinking included."""
-    spec = SuiteRunSpec(
-        backend_from_env(), list(load_suites().values()), CI.examples, seed, tmp_path / "run.json", faults=(fault,)
-    )
+    checker = Checker(backend_from_env(), faults=(fault,))
+    spec = SuiteRunSpec(checker, list(load_suites().values()), CI.examples, seed, tmp_path / "run.json")
     run = SuiteRun(spec)
     run.run()
     return run

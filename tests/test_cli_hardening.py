@@ -218,7 +218,9 @@ def test_ctrl_c_while_shrinking_writes_the_report_of_what_was_found(
     tmp_path: Path, one_scenario_suite: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     one_scenario_suite(failing_scenario())
-    real = fuzz.check_scenario
+    from graphcheck.check.checker import Checker
+
+    real = Checker.run
     calls = []
 
     def interrupted_after_the_first(*args: Any, **kwargs: Any) -> Any:
@@ -227,7 +229,7 @@ def test_ctrl_c_while_shrinking_writes_the_report_of_what_was_found(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(fuzz, "check_scenario", interrupted_after_the_first)
+    monkeypatch.setattr(Checker, "run", interrupted_after_the_first)
     assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.INTERRUPTED
     out = capsys.readouterr().out
     assert "INTERRUPTED" in out

@@ -28,7 +28,8 @@ from graphcheck.backends.engine.sampling import ban_eos as engine_ban_eos
 from graphcheck.backends.engine.sampling import build_sampling_params
 from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.xp import make_ops
-from graphcheck.check.lockstep import Lockstep, check_scenario
+from graphcheck.check.checker import check_scenario
+from graphcheck.check.lockstep import Lockstep
 from graphcheck.contract import CONTRACT_NAMES, CONTRACTS, DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, Contract
 from graphcheck.driver import run_script
 from graphcheck.reference import make_weights

@@ -23,6 +23,7 @@ from typing import Iterator
 import pytest
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from graphcheck.check.checker import Checker
 from graphcheck.cli import exitcodes, main
 from graphcheck.errors import InputError
 from graphcheck.scenario import Scenario
@@ -51,10 +52,25 @@ def test_database_key_names_the_search_not_the_seed() -> None:
     from graphcheck.backends.devices import resolve
 
     cpu = resolve("cpu")
-    key = database_key("seeds", cpu, ["b-fault", "a-fault"])
+    key = database_key("seeds", Checker(cpu, faults=("b-fault", "a-fault")))
     assert key == b"graphcheck:v1:suite=seeds:backend=cpu:faults=a-fault,b-fault"
-    assert database_key("seeds", cpu, []) != database_key("padding", cpu, [])
-    assert database_key("seeds", cpu, []).endswith(b"faults=none")
+    assert database_key("seeds", Checker(cpu)) != database_key("padding", Checker(cpu))
+    assert database_key("seeds", Checker(cpu)).endswith(b"faults=none")
+
+
+def test_database_key_names_an_engine_other_than_the_builtin_one() -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.engine import Engine
+    from graphcheck.check.engines import engine_from_factory
+
+    class Other(Engine):
+        pass
+
+    cpu = resolve("cpu")
+    builtin = database_key("seeds", Checker(cpu))
+    other = database_key("seeds", Checker(cpu, engine_from_factory(Other)))
+    assert b"engine=" not in builtin  # keys of databases filled before engines were named stay valid
+    assert other.startswith(builtin) and other.endswith(b":engine=" + engine_from_factory(Other).spec.encode())
 
 
 @slow
@@ -64,16 +80,15 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
 
     cpu, suite = resolve("cpu"), SUITES["seeds"]
     db = DirectoryBasedExampleDatabase(str(tmp_path / "db"))
-    key = database_key(suite.name, cpu, [FAULT])
+    key = database_key(suite.name, Checker(cpu, faults=(FAULT,)))
 
     def fuzz(seed: int, seen: list[Scenario], key: bytes = key) -> object:
         return fuzz_suite(
             suite.name,
             suite.strategy(),
-            cpu,
+            Checker(cpu, faults=(FAULT,)),
             examples=8,
             seed=seed,
-            faults=(FAULT,),
             pending_path=tmp_path / "p.json",
             on_example=lambda scenario, outcome: seen.append(scenario),
             database=db,
@@ -92,10 +107,9 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
             fuzz_suite(
                 suite.name,
                 suite.strategy(),
-                cpu,
+                Checker(cpu, faults=(FAULT,)),
                 examples=8,
                 seed=seed,
-                faults=(FAULT,),
                 pending_path=tmp_path / "p.json",
                 on_example=stop,
                 database=db,
@@ -112,7 +126,7 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
     assert (again.first_failure_at, again.examples) == (1, 2)
     assert seen[0] == first.outcome.scenario == again.outcome.scenario
     # A search under another key does not see it: it starts from its own seed's draws.
-    assert first_example(1, database_key("padding", cpu, [FAULT])) != first.outcome.scenario
+    assert first_example(1, database_key("padding", Checker(cpu, faults=(FAULT,)))) != first.outcome.scenario
 
 
 def test_keyed_database_keeps_searches_apart(tmp_path: Path) -> None:

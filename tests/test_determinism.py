@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from graphcheck.backends.devices import resolve
+from graphcheck.check.checker import Checker
 from graphcheck.scenario import Scenario
 from graphcheck.search import determinism
 from graphcheck.search.fuzz import fuzz_suite
@@ -24,7 +25,7 @@ def _drawn(tmp_path: Path) -> list[Scenario]:
     fuzz_suite(
         suite.name,
         suite.strategy(),
-        CPU,
+        Checker(CPU),
         examples=4,
         seed=3,
         pending_path=tmp_path / "pending.json",

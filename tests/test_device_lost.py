@@ -13,7 +13,7 @@ from pathlib import Path
 
 from graphcheck.backends.devices import Device, resolve
 from graphcheck.backends.engine.faults import HOST_SYNC_IN_CAPTURE
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.fuzz import fuzz_suite
 from graphcheck.search.timed_search import timed_search
@@ -57,10 +57,9 @@ def test_fuzzing_stops_at_the_first_poisoning_failure_unshrunk(tmp_path: Path) -
     result = fuzz_suite(
         "addresses",
         SUITES["addresses"].strategy(),
-        as_device(PoisonedDevice),
+        Checker(as_device(PoisonedDevice), faults=(HOST_SYNC_IN_CAPTURE,)),
         examples=20,
         seed=0,
-        faults=[HOST_SYNC_IN_CAPTURE],
         pending_path=tmp_path / "pending.json",
     )
     assert result.examples == 1 and result.first_failure_at == 1

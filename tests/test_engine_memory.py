@@ -546,7 +546,7 @@ def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.Mo
     pytest.importorskip("torch")
     import graphcheck.backends.engine.buffers as buffers
     from graphcheck.backends.devices import resolve
-    from graphcheck.check.lockstep import check_scenario
+    from graphcheck.check.checker import check_scenario
     from graphcheck.check.records import EngineOutOfMemory
 
     real = buffers.allocate_buffers

@@ -26,7 +26,7 @@ from graphcheck.backends.graphs.base import HostSyncInCapture, PoisonedTensorErr
 from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
 from graphcheck.backends.graphs.paddle_ops import PaddleOps  # noqa: E402
 from graphcheck.backends.xp import make_ops  # noqa: E402
-from graphcheck.check.lockstep import check_scenario  # noqa: E402
+from graphcheck.check.checker import check_scenario  # noqa: E402
 from graphcheck.scenario import GRAPH_SCOPES  # noqa: E402
 from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch  # noqa: E402
 

@@ -32,6 +32,7 @@ SHARED_LEAVES = (
     "graphcheck.state",
     "graphcheck.contract",
     "graphcheck.model_report",
+    "graphcheck.capabilities",
 )
 
 

@@ -18,8 +18,8 @@ from graphcheck.backends.engine.faults import FAULTS
 from graphcheck.backends.graphs import kernels
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import padded_sizes
+from graphcheck.check.checker import check_scenario
 from graphcheck.check.localise import _Run, localise_outcome
-from graphcheck.check.lockstep import check_scenario
 from graphcheck.check.records import Localisation
 from graphcheck.check.trace import KernelTrace
 from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from graphcheck.backends.devices import resolve
-from graphcheck.check.lockstep import Lockstep, check_scenario, expected_bucket
+from graphcheck.check.checker import check_scenario
+from graphcheck.check.lockstep import Lockstep, expected_bucket
 from graphcheck.search.builtin import demo_scenario
 
 from _layers import fast_first

@@ -151,7 +151,7 @@ def test_the_xpu_topp_near_one_scenario() -> None:
     """
     pytest.importorskip("paddle")
     from graphcheck.backends.devices import resolve
-    from graphcheck.check.lockstep import check_scenario
+    from graphcheck.check.checker import check_scenario
     from graphcheck.scenario import load_scenario
 
     scenario = load_scenario(str(Path(__file__).parent / "data" / "xpu_topp_near_one.json"))

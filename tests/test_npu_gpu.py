@@ -119,7 +119,7 @@ def test_npu_runner_on_cuda_matches_eager_bit_for_bit(npu_on_cuda, name, scope):
 
 def test_a_fault_is_caught_as_on_the_cuda_backend(npu_on_cuda):
     from graphcheck.backends.devices import resolve
-    from graphcheck.check.lockstep import check_scenario
+    from graphcheck.check.checker import check_scenario
     from graphcheck.search.builtin import late_joiner
 
     scenario = late_joiner("forward_sampling")

@@ -21,7 +21,8 @@ from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.restore import EngineNotRestorable
-from graphcheck.check.lockstep import Lockstep, check_scenario
+from graphcheck.check.checker import check_scenario
+from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome
 from graphcheck.reference import make_weights

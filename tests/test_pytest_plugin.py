@@ -24,7 +24,8 @@ import pytest
 from hypothesis import Phase, settings
 
 from graphcheck import pytest_plugin
-from graphcheck.check.runner import LockstepRunner, ScenarioDiverged, replay_command
+from graphcheck.check.checker import Checker, ScenarioDiverged
+from graphcheck.check.engines import EngineChoice, engine_from_factory
 from graphcheck.scenario import Scenario
 from graphcheck.search.builtin import demo_scenario
 
@@ -215,7 +216,7 @@ def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Pat
     cpu = resolve("cpu")
     scenario = demo_scenario()
     with pytest.raises(ScenarioDiverged) as caught:
-        LockstepRunner(cpu).check(scenario, faults=[FAULT])
+        Checker(cpu).check(scenario, faults=[FAULT])
     lines = str(caught.value).splitlines()
     assert lines[0] == "graphcheck: " + caught.value.outcome.first.headline()
     assert "address divergence in cu_seqlens_out" in lines[0]
@@ -229,28 +230,35 @@ def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Pat
     assert main(argv) == 1  # the replay diverges again
 
 
-def test_replay_hints_follow_the_backend_and_the_engine() -> None:
+def test_replay_hints_follow_the_backend_the_engine_and_the_oracle() -> None:
     from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
+    from graphcheck.check.setup import CheckSetup
 
     emulated_cuda = SimpleNamespace(name="cuda", emulated=True)
-    assert replay_command(emulated_cuda, ["a", "b"]) == (
+    assert Checker(emulated_cuda, faults=("a", "b")).replay_command() == (
         "graphcheck replay scenario.json --backend cuda --emulate --inject a --inject b"
     )
+    cpu_like = SimpleNamespace(name="cpu", emulated=True)
+    assert Checker(cpu_like).replay_command() == "graphcheck replay scenario.json --backend cpu"
     assert (
-        replay_command(SimpleNamespace(name="cpu", emulated=True), [])
-        == "graphcheck replay scenario.json --backend cpu"
+        Checker(cpu_like, setup=CheckSetup(oracle="model-agnostic"))
+        .replay_command()
+        .endswith("--oracle model-agnostic")
     )
 
     class Mine(Engine):
         pass
 
-    outcome = LockstepRunner(resolve("cpu"), Mine)(demo_scenario(num_steps=3), faults=[FAULT])
-    from graphcheck.check.runner import failure_report
-
-    assert "replays the built-in engine" in failure_report(outcome, resolve("cpu"), Mine)
-    assert "replays the built-in engine" not in failure_report(outcome, resolve("cpu"), Engine)
-    assert repr(LockstepRunner(resolve("cpu"), Mine)).startswith("LockstepRunner(cpu, ")
+    mine = engine_from_factory(Mine)
+    checker = Checker(resolve("cpu"), mine)
+    outcome = checker(demo_scenario(num_steps=3), faults=[FAULT])
+    report = checker.failure_report(outcome)
+    assert shlex.join(["--engine", mine.spec]) in report and f"engine {mine.spec}" in report
+    assert "--engine" not in Checker(resolve("cpu")).failure_report(outcome)
+    assert engine_from_factory(Engine).builtin
+    assert repr(checker).startswith("Checker(cpu, ")
+    assert isinstance(mine, EngineChoice) and mine.spec.endswith("Mine")
 
 
 _PROFILE_DUMP = """

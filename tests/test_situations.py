@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from graphcheck.backends.devices import resolve
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.check.situations import (
     SITUATION_NAMES,
     SITUATIONS,
@@ -192,7 +192,9 @@ def test_involved_situations_come_from_failing_outcomes_only() -> None:
 
 def test_a_search_tallies_every_example_and_writes_the_table(tmp_path: Path) -> None:
     suite = SUITES["padding"]
-    result = fuzz_suite(suite.name, suite.strategy(), CPU, examples=3, seed=0, pending_path=tmp_path / "p.json")
+    result = fuzz_suite(
+        suite.name, suite.strategy(), Checker(CPU), examples=3, seed=0, pending_path=tmp_path / "p.json"
+    )
     assert result.coverage.examples == result.examples > 0
     assert sum(result.coverage.hits.values()) > 0
     write_fuzz_summary(tmp_path / "fuzz.json", [result], involved={"k=1"}, seed=0)

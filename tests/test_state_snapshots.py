@@ -10,8 +10,9 @@ import pytest
 from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.buffers import SLOT_IDLE
-from graphcheck.check.lockstep import Lockstep, check_scenario, supports_snapshots
-from graphcheck.check.runner import LockstepRunner
+from graphcheck.check.checker import Checker, check_scenario
+from graphcheck.check.engines import engine_from_factory
+from graphcheck.check.lockstep import Lockstep, supports_snapshots
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.reference import make_weights
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, validate
@@ -159,7 +160,7 @@ class WithoutSnapshots:
 
 def test_a_field_surviving_a_slots_reuse_is_found_the_step_it_is_left(cpu) -> None:
     scenario = reuse_scenario()
-    outcome = LockstepRunner(cpu, LeavesStepIdxBehind)(scenario)
+    outcome = Checker(cpu, engine_from_factory(LeavesStepIdxBehind))(scenario)
     first = outcome.first
     assert first is not None
     assert (first.kind, first.tensor, first.slot, first.request_id) == ("state", "step_idx", 0, "r0")
@@ -167,7 +168,7 @@ def test_a_field_surviving_a_slots_reuse_is_found_the_step_it_is_left(cpu) -> No
     r0_done = next(r.step for r in outcome.records["reference"] if any(s.stopped for s in r.result.requests))
     assert first.step == r0_done < 3  # the step r0 leaves, before r1 arrives and takes the slot
     # every output is still correct: without snapshots the same engine runs clean to the end
-    blind = LockstepRunner(cpu, WithoutSnapshots)(scenario)
+    blind = Checker(cpu, engine_from_factory(WithoutSnapshots))(scenario)
     assert blind.clean and blind.steps_run == scenario.num_steps
 
 

@@ -110,6 +110,7 @@ from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import load_weights
 from graphcheck.backends.graphs.base import iter_tensors, never_holds_tensors
 from graphcheck.backends.xp import make_ops
+from graphcheck.capabilities import EngineCapabilities
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
@@ -202,6 +203,9 @@ def _owner_call(method: _Method) -> _Method:
 
 class Engine:
     """Batched, padded, buffer-based MTP decoding engine (see the module docstring)."""
+
+    #: Every config value of the scenario format, per-slot buffers, and every fault of the registry.
+    capabilities = EngineCapabilities(faults=tuple(fault.FAULTS.values()))
 
     def __init__(
         self,

@@ -30,8 +30,9 @@ hands a keyword flag):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import AbstractSet, Iterable
+
+from graphcheck.capabilities import Fault
 
 #: Bug classes are numbered 1..NUM_BUG_CLASSES in docs/bug-classes.md.
 NUM_BUG_CLASSES = 17
@@ -54,27 +55,6 @@ DRAFT_SUBSTEPS_REPLAY_FIRST = "draft-substeps-replay-first"
 WARMUP_STATE_LEAKS = "warmup-state-leaks"
 REASONING_RULE_SKIPPED_IN_GRAPH = "reasoning-rule-skipped-in-graph"
 HOST_SYNC_IN_CAPTURE = "host-sync-in-capture"
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One injectable bug.
-
-    ``summary``: what the switch breaks and where in the engine;
-    ``mirrors``: the shipped bug it reproduces (project #issue/PR);
-    ``signal``: the first divergence graphcheck reports (kind and tensor);
-    ``breaks``: the kernels, engine functions and buffers (or kernel
-    arguments) the switch changes. The localisation of a divergence it causes
-    (``graphcheck.check.localise``) should name one of them; ``graphcheck
-    catalog`` checks that it does.
-    """
-
-    name: str
-    bug_class: int
-    summary: str
-    mirrors: str
-    signal: str
-    breaks: tuple[str, ...] = ()
 
 
 _CATALOG = (

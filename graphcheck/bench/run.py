@@ -280,6 +280,7 @@ class BenchRun:
     quick: bool
     out_dir: Path
     select: str | None = None  # pytest -k expression
+    engine: str = "builtin"  # --engine SPEC (GRAPHCHECK_BENCH_ENGINE)
 
 
 def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
@@ -309,6 +310,7 @@ def pytest_env(run: BenchRun) -> dict[str, str]:
         GRAPHCHECK_BENCH_BACKEND=run.backend,
         GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
         GRAPHCHECK_BENCH_QUICK="1" if run.quick else "0",
+        GRAPHCHECK_BENCH_ENGINE=run.engine,
         PYTHONPATH=root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
     )
     return env

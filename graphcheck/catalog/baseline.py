@@ -2,7 +2,7 @@
 
 vLLM's and SGLang's graph tests run a fixed set of prompts end to end with
 graphs off and on and compare the generated text. ``run_baseline`` does the
-same to the built-in engine: for each batch size (the first ``b`` of
+same to an engine (the built-in one unless ``--engine`` names another): for each batch size (the first ``b`` of
 ``PROMPTS``, all arriving at step 0) and each sampling mode it decodes to the
 end on an eager engine and on a graph engine and compares only the generated
 token sequences per request. A mismatch, or an exception in either engine
@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.driver import run_script
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, StepResult
 
@@ -125,22 +126,28 @@ def first_difference(eager: dict[str, tuple[int, ...]], graph: dict[str, tuple[i
     return ""
 
 
-def _decode(scenario: Scenario, backend: Any, faults: Sequence[str], use_graphs: bool) -> dict[str, tuple[int, ...]]:
-    from graphcheck.backends.engine import Engine
+def _decode(
+    scenario: Scenario, backend: Any, faults: Sequence[str], use_graphs: bool, engine: EngineChoice
+) -> dict[str, tuple[int, ...]]:
     from graphcheck.reference import make_weights
 
-    engine = Engine(
+    built = engine.factory(
         scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults
     )
-    return generated_tokens(run_script(engine, scenario))
+    return generated_tokens(run_script(built, scenario))
 
 
-def run_case(batch_size: int, mode: str, backend: Any, faults: Sequence[str] = ()) -> CaseResult:
-    """One case: eager and graph engine end to end, generated tokens compared."""
+def run_case(
+    batch_size: int, mode: str, backend: Any, faults: Sequence[str] = (), engine: EngineChoice | None = None
+) -> CaseResult:
+    """One case: eager and graph engine end to end, generated tokens compared (the scenario fitted to the engine)."""
+    engine = engine or resolve_engine()
     scenario = baseline_scenario(batch_size, mode)
+    if not engine.capabilities.supports_everything:
+        scenario = engine.capabilities.fit(scenario)
     try:
-        eager = _decode(scenario, backend, faults, use_graphs=False)
-        graph = _decode(scenario, backend, faults, use_graphs=True)
+        eager = _decode(scenario, backend, faults, False, engine)
+        graph = _decode(scenario, backend, faults, True, engine)
     except Exception as exc:  # a peer test fails on any engine error
         return CaseResult(batch_size, mode, False, f"engine raised {type(exc).__name__}: {exc}")
     reason = first_difference(eager, graph)
@@ -148,14 +155,19 @@ def run_case(batch_size: int, mode: str, backend: Any, faults: Sequence[str] = (
 
 
 def run_baseline(
-    backend: Any, faults: Sequence[str] = (), *, batch_sizes: Sequence[int] = BATCH_SIZES, modes: Sequence[str] = MODES
+    backend: Any,
+    faults: Sequence[str] = (),
+    *,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    modes: Sequence[str] = MODES,
+    engine: EngineChoice | None = None,
 ) -> BaselineResult:
-    """Every (batch size, mode) case; all of them run, so the report can say how many failed."""
+    """Every (batch size, mode) case on ``engine`` (default builtin); all run, so the report can say how many failed."""
     from graphcheck.check.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 
     started = time.perf_counter()
     with single_threaded(backend):
-        cases = tuple(run_case(b, m, backend, faults) for m in modes for b in batch_sizes)
+        cases = tuple(run_case(b, m, backend, faults, engine) for m in modes for b in batch_sizes)
     return BaselineResult(cases, time.perf_counter() - started)
 
 

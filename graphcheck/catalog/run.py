@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from graphcheck.catalog.baseline import BaselineResult, run_baseline
+from graphcheck.check.checker import Checker
+from graphcheck.check.engines import resolve_engine
 from graphcheck.check.setup import CheckSetup
 from graphcheck.search.suite_registry import load_suites
+from graphcheck.search.suite_run import runnable_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
     from graphcheck.check.records import CheckOutcome, Localisation
-    from graphcheck.scenario import Scenario
     from graphcheck.search.timed_search import SearchResult
 
 #: Seconds of fuzzing per fault, shrinking excluded; every fault is caught well within it on cpu.
@@ -54,6 +56,7 @@ class CatalogSettings:
     slice_examples: int = SLICE_EXAMPLES
     clean_slice_examples: int = CLEAN_SLICE_EXAMPLES
     setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle of graphcheck's search (not the baseline)
+    engine: str = "builtin"  # --engine SPEC, resolved again in each process (graphcheck.check.engines)
 
 
 @dataclass(frozen=True)
@@ -232,16 +235,14 @@ def _search(
     work_dir: Path,
     slice_examples: int,
 ) -> SearchResult:
-    from graphcheck.check.lockstep import check_scenario
     from graphcheck.search.timed_search import timed_search
 
-    def check(scenario: Scenario) -> CheckOutcome:
-        return check_scenario(cfg.setup.apply(scenario), backend, faults=faults, oracle=cfg.setup.oracle)
+    checker = Checker(backend, resolve_engine(cfg.engine), cfg.setup, tuple(faults))  # run() prepares each draw
 
     pending = fault_pending_path(work_dir, label)
     result = timed_search(
         plan,
-        check,
+        checker.run,
         budget_s=cfg.budget_s,
         shrink_s=cfg.shrink_s,
         seed=f"{cfg.seed}/{label}",
@@ -249,42 +250,38 @@ def _search(
         slice_examples=slice_examples,
     )
     pending.unlink(missing_ok=True)  # the search came back: nothing crashed
-    if result.shrunk is not None:
-        from graphcheck.check.localise import localise_outcome
-
-        result.shrunk.outcome.localisation = localise_outcome(result.shrunk.outcome, backend, faults=faults)
-        # localise_outcome re-runs outcome.scenario, which already carries the setup's model and contract
+    if result.shrunk is not None:  # the shrunk scenario was prepared by the checker: it re-runs as it ran
+        result.shrunk.outcome.localisation = checker.localise(result.shrunk.outcome)
     return result
 
 
 def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> SearchResult:
-    """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite)."""
-    from graphcheck.backends.engine.faults import FAULTS
-
-    suites = load_suites()
+    """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite it can run)."""
+    engine = resolve_engine(cfg.engine)
+    suites = {s.name: s for s in runnable_suites(Checker(backend, engine), list(load_suites().values()))[0]}
     if not name:
         return _search(suite_plan(None, suites), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
-    plan = suite_plan(FAULTS[name].bug_class, suites)
+    plan = suite_plan(engine.capabilities.fault(name).bug_class, suites)
     return _search(plan, backend, (name,), cfg, name, work_dir, cfg.slice_examples)
 
 
-def baseline_fault(name: str, backend: Any) -> BaselineResult:
+def baseline_fault(name: str, backend: Any, cfg: CatalogSettings) -> BaselineResult:
     """The peer-style baseline with fault ``name`` injected ("" = the clean engine)."""
-    return run_baseline(backend, (name,) if name else ())
+    return run_baseline(backend, (name,) if name else (), engine=resolve_engine(cfg.engine))
 
 
-def _assemble(name: str, search: SearchResult, baseline: BaselineResult) -> FaultResult | CleanResult:
-    from graphcheck.backends.engine.faults import FAULTS
-
+def _assemble(
+    name: str, search: SearchResult, baseline: BaselineResult, cfg: CatalogSettings
+) -> FaultResult | CleanResult:
     if not name:
         return CleanResult(search, baseline)
-    fault = FAULTS[name]
+    fault = resolve_engine(cfg.engine).capabilities.fault(name)
     return FaultResult(name, fault.bug_class, fault.signal, search, baseline, tuple(fault.breaks))
 
 
 def run_fault_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> FaultResult | CleanResult:
     """Search and baseline for fault ``name`` ("" = the clean engine), in this process."""
-    return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend))
+    return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend, cfg), cfg)
 
 
 def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
@@ -292,7 +289,7 @@ def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: C
     from graphcheck.backends.devices import resolve
 
     backend = resolve(backend_name, emulate=emulate)  # a real device: no CPU threads to pin
-    return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend)
+    return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend, cfg)
 
 
 def _isolated(part: str, name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> Any:
@@ -339,7 +336,7 @@ def run_catalog(
 
         def job(name: str) -> Any:
             parts = (_isolated(part, name, backend, cfg, work_dir) for part in ("search", "baseline"))
-            return _assemble(name, *parts)
+            return _assemble(name, *parts, cfg)
 
     from graphcheck.check.threads import single_threaded  # the tiny model runs ~4x faster on one torch thread
 

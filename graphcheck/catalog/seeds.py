@@ -42,6 +42,7 @@ class SeedsSettings:
     profile: str = DEFAULT_PROFILE
     setup: CheckSetup = CheckSetup()
     workers: int = 1
+    engine: str = "builtin"  # --engine SPEC, resolved again in each worker process
 
     @property
     def seed_list(self) -> tuple[int, ...]:
@@ -214,20 +215,15 @@ def pending_path(work_dir: Path, fault: str, seed: int) -> Path:
 
 def run_seed(fault: str, seed: int, backend: Any, cfg: SeedsSettings, work_dir: Path) -> SeedRun:
     """``graphcheck run --profile P --seed SEED --inject FAULT --database none`` up to its first divergence."""
+    from graphcheck.check.checker import Checker
+    from graphcheck.check.engines import resolve_engine
     from graphcheck.search.suite_registry import load_suites
-    from graphcheck.search.suite_run import SuiteRun, SuiteRunHooks, SuiteRunSpec
+    from graphcheck.search.suite_run import SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
     pending = pending_path(work_dir, fault, seed)
-    spec = SuiteRunSpec(
-        backend,
-        list(load_suites().values()),
-        cfg.examples,
-        seed,
-        pending,
-        faults=(fault,) if fault else (),
-        setup=cfg.setup,
-        localise_demos=False,
-    )
+    checker = Checker(backend, resolve_engine(cfg.engine), cfg.setup, (fault,) if fault else ())
+    suites, _ = runnable_suites(checker, list(load_suites().values()))
+    spec = SuiteRunSpec(checker, suites, cfg.examples, seed, pending, localise_demos=False)
     counter = _FirstDivergence()
     hooks = SuiteRunHooks(start_suite=counter.start_suite, on_example=counter.example, on_demo=counter.demo)
     try:
@@ -288,7 +284,9 @@ def run_seeds(
     names: Sequence[str], backend: Any, cfg: SeedsSettings, work_dir: Path, *, on_done: DoneHook | None = None
 ) -> SeedsResult:
     """The clean engine, then every named fault, each at every seed; ``on_done(run)`` as each finishes."""
-    from graphcheck.backends.engine.faults import FAULTS
+    from graphcheck.check.engines import resolve_engine
+
+    declared = resolve_engine(cfg.engine).capabilities
 
     started = time.perf_counter()
     jobs = [(fault, seed) for fault in ("", *names) for seed in cfg.seed_list]
@@ -306,7 +304,7 @@ def run_seeds(
     def of(fault: str) -> tuple[SeedRun, ...]:
         return tuple(runs[(fault, seed)] for seed in cfg.seed_list)
 
-    faults = tuple(FaultSeeds(n, FAULTS[n].bug_class, FAULTS[n].signal, of(n)) for n in names)
+    faults = tuple(FaultSeeds(n, declared.fault(n).bug_class, declared.fault(n).signal, of(n)) for n in names)
     elapsed = time.perf_counter() - started
     return SeedsResult(backend.name, backend.description, cfg, faults, CleanSeeds(of("")), elapsed)
 

@@ -27,6 +27,7 @@ from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.check.diff import Divergence, diff_steps
+from graphcheck.check.engines import EngineSpecError, require_adapter
 from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
@@ -145,6 +146,7 @@ class Lockstep:
         timings: LockstepTimings | None = None,
         oracle: str = "auto",
         pool: EnginePool | None = None,
+        engine_label: str = "builtin",
     ):
         """``timings``, when given, is filled with the seconds of each phase (graphcheck.check.timings).
 
@@ -153,6 +155,10 @@ class Lockstep:
 
         ``pool``: take the engines from it (reset, when it holds them) and give them
         back when :meth:`run` ends, but for an engine whose step raised.
+
+        ``engine_label``: how the outcome names the engine (``--engine``'s SPEC). An
+        engine that lacks a member of the adapter protocol raises EngineSpecError
+        (not a finding: nothing can be checked).
         """
         from graphcheck.backends.engine import Engine
         from graphcheck.reference import make_weights
@@ -172,7 +178,10 @@ class Lockstep:
             if is_out_of_memory(exc):
                 raise _out_of_memory(scenario, "reference setup", exc) from exc
             raise
-        self.outcome = CheckOutcome(scenario, backend.name, "none", faults=tuple(faults), oracle=oracle_name)
+        self.outcome = CheckOutcome(
+            scenario, backend.name, "none", faults=tuple(faults), oracle=oracle_name, engine=engine_label
+        )
+        self._engine_label = engine_label
         self.eager = self.graph = None
         self._tolerance = tolerance_for(scenario.config.model)
         self._parting = Parting()
@@ -190,6 +199,9 @@ class Lockstep:
             where = "graph engine construction and capture"
             with self._phase("setup_graph"):
                 self.graph = self._engine(factory, weights, backend, faults, use_graphs=True)
+        except EngineSpecError:
+            self._broken.update(("eager", "graph"))
+            raise
         except Exception as exc:
             self._broken.update(("eager", "graph"))  # a half-built pair is never given back
             if is_out_of_memory(exc):  # the machine's limit, not the engine's bug: never a divergence
@@ -216,13 +228,15 @@ class Lockstep:
     def _engine(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str], *, use_graphs: bool):
         """An engine of this scenario's config: the pool's, reset, when it has one; else a new one."""
         config = self.scenario.config
-        if self._pool is None:
-            return factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
-        key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
-        self._keys["graph" if use_graphs else "eager"] = key
-        engine = self._pool.take(key)
-        if engine is None:
-            engine = factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        key = None
+        if self._pool is not None:
+            key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
+            self._keys["graph" if use_graphs else "eager"] = key
+            engine = self._pool.take(key)
+            if engine is not None:
+                return engine
+        engine = factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        require_adapter(engine, self._engine_label)
         return engine
 
     def release(self) -> None:
@@ -601,27 +615,3 @@ def engine_frame(exc: BaseException) -> tuple[str, str, int] | None:
 def supports_snapshots(engine: Any) -> bool:
     """Whether ``engine`` implements the optional ``state_snapshot()`` (``graphcheck.adapter.StateSnapshots``)."""
     return callable(getattr(engine, "state_snapshot", None))
-
-
-def check_scenario(
-    scenario: Scenario,
-    backend: Any,
-    *,
-    faults: Sequence[str] = (),
-    localise: bool = False,
-    oracle: str = "auto",
-    pool: EnginePool | None = None,
-) -> CheckOutcome:
-    """Run ``scenario`` in lockstep on ``backend`` (a backends.devices.Device).
-
-    ``localise``: when the run fails, re-run it with a kernel trace and set
-    ``outcome.localisation`` (``graphcheck.check.localise``); for a shrunk
-    scenario, never inside a search loop. The trace always builds new engines.
-    ``pool``: engines of earlier runs of the same configuration (``graphcheck.check.pool``).
-    """
-    outcome = Lockstep(scenario, backend, faults=faults, oracle=oracle, pool=pool).run()
-    if localise and not outcome.clean and outcome.device_error is None:
-        from graphcheck.check.localise import localise_outcome
-
-        outcome.localisation = localise_outcome(outcome, backend, faults=faults)
-    return outcome

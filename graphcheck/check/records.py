@@ -141,6 +141,8 @@ class CheckOutcome:
     raised_at: tuple[str, str, int] | None = None
     #: The oracle the engines were compared with: "exact" or "model-agnostic" (graphcheck.check.oracles).
     oracle: str = "exact"
+    #: The engine checked: ``builtin`` or the ``--engine`` SPEC (graphcheck.check.engines).
+    engine: str = "builtin"
 
     @property
     def failures(self) -> list[Divergence]:
@@ -180,12 +182,23 @@ class EngineOutOfMemory(Exception):
 
 
 def replay_command_line(
-    scenario_path: Path | str, backend: str, *, emulate: bool = False, faults: Sequence[str] = ()
+    scenario_path: Path | str,
+    backend: str,
+    *,
+    emulate: bool = False,
+    faults: Sequence[str] = (),
+    engine: str = "builtin",
+    oracle: str = "auto",
 ) -> str:
-    """``graphcheck replay <scenario.json> --backend B [--emulate] [--inject F ...]``, shell-quoted."""
+    """``graphcheck replay <scenario.json> --backend B [--emulate] [--engine E] [--inject F ...] [--oracle O]``,
+    shell-quoted: every setting that changes the verdict (the scenario file carries its model and contract)."""
     parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
     if emulate:
         parts.append("--emulate")
+    if engine != "builtin":
+        parts += ["--engine", engine]
     for fault in faults:
         parts += ["--inject", fault]
+    if oracle != "auto":
+        parts += ["--oracle", oracle]
     return shlex.join(parts)

@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from graphcheck.check.engines import resolve_engine
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import claim_run_dir, make_dir, resolve_backend
 from graphcheck.cli.console import make_console
@@ -33,13 +34,18 @@ def bench_command(args: argparse.Namespace) -> int:
     # A baseline file is read (and a bad one refused) before anything runs; a checkout is measured first.
     baseline = read_baseline(Path(args.baseline)) if args.baseline and checkout is None else None
     backend = resolve_backend(args.backend, args.emulate)
+    engine = resolve_engine(args.engine)  # a bad SPEC is exit 2 here, not a failure inside every benchmark
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)
         make_dir(out_dir, "folder")
     else:
         run_id, out_dir = claim_run_dir(Path("reports") / "bench")
     console = make_console()
-    console.print(f"graphcheck bench {run_id}: {backend.description}" + (" (quick)" if args.quick else ""))
+    console.print(
+        f"graphcheck bench {run_id}: {backend.description}"
+        + ("" if engine.builtin else f", engine {escape(engine.spec)}")
+        + (" (quick)" if args.quick else "")
+    )
     started = time.perf_counter()
     if checkout is not None:
         console.print(f"measuring the baseline {escape(str(checkout))} first (benchmarks/fuzz_baseline.py)")
@@ -48,7 +54,7 @@ def bench_command(args: argparse.Namespace) -> int:
         )
         baseline = read_baseline(measured)
     rc, data = run_benchmarks(
-        BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select)
+        BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select, engine.spec)
     )
     summary = summarise(
         data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc
@@ -59,6 +65,7 @@ def bench_command(args: argparse.Namespace) -> int:
         "run_id": run_id,
         "command": " ".join(args.argv),
         "quick": bool(args.quick),
+        "engine": engine.spec,
         "elapsed_s": time.perf_counter() - started,
     }
     path = write_summary(summary, out_dir, extra)

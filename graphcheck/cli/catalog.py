@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import check_faults, check_setup, make_dir, resolve_backend
 from graphcheck.cli.console import make_console
@@ -26,13 +27,16 @@ MAX_SEEDS = 1000
 def catalog_command(args: argparse.Namespace) -> int:
     """Exit 0 when every fault was caught (at every seed, with ``--seeds``) and the clean engine is clean."""
     _check_options(args)
+    engine = resolve_engine(args.engine)
+    names = _fault_names(args.fault, engine)
+    if not names:
+        raise InputError(f"engine {engine.spec} declares no injectable faults: there is nothing to catalog")
     backend = resolve_backend(args.backend, args.emulate)
-    names = _fault_names(args.fault)
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
     if args.seeds is not None:
-        return _seeds_catalog(args, backend, names, out_dir)
-    return _budget_catalog(args, backend, names, out_dir)
+        return _seeds_catalog(args, backend, engine, names, out_dir)
+    return _budget_catalog(args, backend, engine, names, out_dir)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -54,12 +58,15 @@ def _check_options(args: argparse.Namespace) -> None:
             raise InputError(f"{option} must be in (0, 86400] seconds, got {value:g}")
 
 
-def _fault_names(chosen: list[str] | None) -> list[str]:
-    """The faults asked for (default: all), in registry order."""
-    from graphcheck.backends.engine.faults import FAULTS
+def _fault_names(chosen: list[str] | None, engine: EngineChoice) -> list[str]:
+    """The faults asked for (default: every fault the engine declares), in its declaration order."""
+    declared = [f.name for f in engine.capabilities.faults]
+    picked = set(check_faults(chosen, engine)) if chosen else set(declared)
+    return [name for name in declared if name in picked]
 
-    picked = set(check_faults(chosen)) if chosen else set(FAULTS)
-    return [name for name in FAULTS if name in picked]
+
+def _engine_label(engine: EngineChoice) -> str:
+    return "" if engine.builtin else f", engine {engine.spec}"
 
 
 def _info(args: argparse.Namespace) -> Any:
@@ -70,7 +77,9 @@ def _info(args: argparse.Namespace) -> Any:
     return CatalogInfo(" ".join(args.argv), started, bool(args.emulate), graphcheck_version())
 
 
-def _budget_catalog(args: argparse.Namespace, backend: Any, names: list[str], out_dir: Path) -> int:
+def _budget_catalog(
+    args: argparse.Namespace, backend: Any, engine: EngineChoice, names: list[str], out_dir: Path
+) -> int:
     """Fuzz each fault until caught (or its budget), beside the peer-style baseline."""
     from graphcheck.catalog.console import catalog_table, print_table, progress_line, totals_lines
     from graphcheck.catalog.run import DEFAULT_BUDGET_S, DEFAULT_SHRINK_S, CatalogSettings, run_catalog
@@ -81,11 +90,14 @@ def _budget_catalog(args: argparse.Namespace, backend: Any, names: list[str], ou
     console = make_console()
     info = _info(args)
     setup = check_setup(args)
-    settings = CatalogSettings(budget_s=budget, shrink_s=shrink, seed=args.seed, setup=setup)
+    settings = CatalogSettings(budget_s=budget, shrink_s=shrink, seed=args.seed, setup=setup, engine=engine.spec)
     console.print(
         f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
         f"budget {budget:g}s + {shrink:g}s shrink per fault, seed {args.seed}"
         + (f", {setup.label()}" if setup.label() else "")
+        + _engine_label(engine),
+        markup=False,
+        highlight=False,
     )
     on_done = None if args.quiet else (lambda name, result: console.print(progress_line(name, result)))
     result = run_catalog(names, backend, settings, out_dir, on_done=on_done)
@@ -97,7 +109,9 @@ def _budget_catalog(args: argparse.Namespace, backend: Any, names: list[str], ou
     return exitcodes.CLEAN if result.passed else exitcodes.DIVERGENCE
 
 
-def _seeds_catalog(args: argparse.Namespace, backend: Any, names: list[str], out_dir: Path) -> int:
+def _seeds_catalog(
+    args: argparse.Namespace, backend: Any, engine: EngineChoice, names: list[str], out_dir: Path
+) -> int:
     """Each fault (and the clean engine) at ``--seeds`` seeds, each a ``graphcheck run --profile``."""
     from graphcheck.catalog.console import print_table
     from graphcheck.catalog.seeds import DEFAULT_PROFILE, SeedsSettings, run_seeds
@@ -111,11 +125,17 @@ def _seeds_catalog(args: argparse.Namespace, backend: Any, names: list[str], out
     console = make_console()
     info = _info(args)
     setup = check_setup(args)
-    settings = SeedsSettings(args.seeds, RUN_PROFILE_EXAMPLES[profile], args.seed, profile, setup, workers)
+    settings = SeedsSettings(
+        args.seeds, RUN_PROFILE_EXAMPLES[profile], args.seed, profile, setup, workers, engine=engine.spec
+    )
     console.print(
         f"graphcheck catalog: {len(names)} faults and the clean engine on {backend.name} ({backend.description}), "
         f"each at seeds {args.seed}..{args.seed + args.seeds - 1} as `graphcheck run --profile {profile}`, "
-        f"{workers} worker{'s' if workers != 1 else ''}" + (f", {setup.label()}" if setup.label() else "")
+        f"{workers} worker{'s' if workers != 1 else ''}"
+        + (f", {setup.label()}" if setup.label() else "")
+        + _engine_label(engine),
+        markup=False,
+        highlight=False,
     )
     on_done = None if args.quiet else (lambda run: console.print(progress_line(run)))
     result = run_seeds(names, backend, settings, out_dir, on_done=on_done)

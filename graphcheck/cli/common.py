@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck import github
+from graphcheck.check.checker import Checker, builtin_engine
+from graphcheck.check.engines import EngineChoice
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import SituationRow
@@ -36,14 +38,15 @@ def resolve_backend(name: str, emulate: bool) -> Any:
         raise BackendUnavailableError(str(err)) from None
 
 
-def check_faults(names: list[str] | None) -> tuple[str, ...]:
-    from graphcheck.backends.engine.faults import UnknownFault
-    from graphcheck.backends.engine.faults import check_faults as check
-
-    try:
-        return tuple(sorted(check(names or ())))
-    except UnknownFault as err:
-        raise InputError(str(err)) from None
+def check_faults(names: list[str] | None, engine: EngineChoice) -> tuple[str, ...]:
+    """``--inject`` names, sorted; each must be a fault ``engine`` declares (``graphcheck faults --engine``)."""
+    chosen = sorted(set(names or ()))
+    known = engine.capabilities.fault_names
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        where = "" if engine.builtin else f" of engine {engine.spec}"
+        raise InputError(f"unknown fault(s){where} {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
+    return tuple(chosen)
 
 
 def pick_suites(names: list[str] | None) -> list[Suite]:
@@ -114,6 +117,13 @@ class RunPlan:
     xdist_args: list[str] = dataclasses.field(default_factory=list)  # --xdist-args, split
     emulate: bool = False  # --emulate as given (cpu is emulated without it)
     setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle
+    engine: EngineChoice = dataclasses.field(default_factory=builtin_engine)  # --engine
+    skipped: list[Any] = dataclasses.field(default_factory=list)  # suites the engine cannot run (SkippedSuite)
+
+    @property
+    def checker(self) -> Checker:
+        """The Checker of this run (no pool: each search keeps its own)."""
+        return Checker(self.backend, self.engine, self.setup, self.faults)
 
 
 def open_database(option: str | None) -> tuple[DatabaseSpec, Any]:
@@ -146,6 +156,7 @@ def run_info(
         version=graphcheck_version(),
         faults=plan.faults,
         oracle=plan.setup.oracle,
+        engine=plan.engine.spec,
     )
 
 

@@ -1,4 +1,4 @@
-"""``graphcheck faults``: the engine faults ``--inject`` can name."""
+"""``graphcheck faults [--engine SPEC]``: the faults of that engine ``--inject`` can name."""
 
 from __future__ import annotations
 
@@ -9,10 +9,22 @@ from graphcheck.cli.console import make_console
 
 
 def faults_command(args: argparse.Namespace) -> int:
-    from graphcheck.backends.engine.faults import FAULTS
+    from graphcheck.check.engines import resolve_engine
     from graphcheck.cli.console import faults_table
 
-    make_console().print(faults_table(FAULTS))
+    engine = resolve_engine(getattr(args, "engine", None))
+    console = make_console()
+    faults = engine.capabilities.faults
+    if not engine.builtin:
+        console.print(f"engine {engine.spec} ({engine.source})", markup=False, highlight=False)
+        for line in engine.capabilities.describe():
+            console.print(f"  {line}", markup=False, highlight=False)
+    if faults:
+        console.print(faults_table({f.name: f for f in faults}))
+        names = engine.capabilities.fault_names
+        console.print(f"{len(names)} faults: {', '.join(names)}", markup=False, highlight=False)
+    else:
+        console.print(f"engine {engine.spec} declares no injectable faults", markup=False, highlight=False)
     return exitcodes.CLEAN
 
 

@@ -51,7 +51,18 @@ def backend_options() -> argparse.ArgumentParser:
         default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default off; replay of a report folder: the recorded setting)",
     )
+    _engine_option(parent)
     return parent
+
+
+def _engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        default=None,
+        metavar="SPEC",
+        help="the engine to check: builtin (default), a name registered under the graphcheck.engines entry point "
+        "group, or package.module:attribute (docs/adapters.md); replay of a report folder: the recorded one",
+    )
 
 
 def setup_options() -> argparse.ArgumentParser:
@@ -108,11 +119,12 @@ def _report_options(parser: argparse.ArgumentParser, *, recorded: bool = False) 
 REPLAY_DESCRIPTION = """\
 Re-run one scenario in lockstep (eager, graph replay, reference) and write a report.
 
-  graphcheck replay FILE.json     the scenario in FILE.json, with the backend, --emulate and
-                                  --inject given here (default: cpu, no faults)
+  graphcheck replay FILE.json     the scenario in FILE.json, with the backend, --emulate, --engine
+                                  and --inject given here (default: cpu, builtin, no faults)
   graphcheck replay REPORT_DIR    the scenario.json of a report folder (reports/<run-id>), with the
-                                  backend, --emulate and injected faults that run recorded in its
-                                  divergences.json; an option given here overrides its recorded value
+                                  backend, --emulate, engine, injected faults and oracle that run
+                                  recorded in its divergences.json; an option given here overrides
+                                  its recorded value
 
 Exit codes: 0 clean, 1 divergence, 2 bad input, 3 backend unavailable.
 """
@@ -134,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("file", metavar="FILE.json|REPORT_DIR", help="a scenario file, or a report folder")
     _report_options(replay, recorded=True)
     sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
-    sub.add_parser("faults", help="list the injectable engine faults")
+    faults = sub.add_parser("faults", help="list the injectable faults of an engine (--engine; default builtin)")
+    _engine_option(faults)
     _catalog_parser(sub, backend, setup)
     _bench_parser(sub, backend)
     return parser

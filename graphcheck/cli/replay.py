@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from graphcheck import github
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker
+from graphcheck.check.engines import resolve_engine
 from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
@@ -31,14 +32,17 @@ def replay_command(args: argparse.Namespace) -> int:
     target = replay_target(args)
     engine_memory_limit()
     setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
+    engine = resolve_engine(target.engine)
     scenario = setup.apply(load_scenario(str(target.scenario_path)))
     setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
-    faults = check_faults(list(target.faults))
+    faults = check_faults(list(target.faults), engine)
     backend = resolve_backend(target.backend, target.emulate)
+    checker = Checker(backend, engine, setup, faults)
+    scenario = checker.prepare(scenario)
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
     run_id, out_dir = claim_run_dir(Path(args.report_dir))
-    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate, setup=setup)
+    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate, setup=setup, engine=engine)
     console = make_console()
     publish = github.enabled(getattr(args, "github", None))
     with github.commands_stopped(publish):
@@ -52,7 +56,7 @@ def replay_command(args: argparse.Namespace) -> int:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
-        outcome = check_scenario(scenario, backend, faults=faults, localise=True, oracle=setup.oracle)
+        outcome = checker.run(scenario, localise=True)
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         console.print(outcome_line(outcome))

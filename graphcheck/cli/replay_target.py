@@ -1,9 +1,9 @@
 """What ``graphcheck replay`` re-runs: a scenario file, or a report folder with the settings it recorded.
 
-``graphcheck replay FILE.json`` runs the scenario with the backend, ``--emulate``
-and ``--inject`` of the command line (default: cpu, no faults).
+``graphcheck replay FILE.json`` runs the scenario with the backend, ``--emulate``,
+``--engine`` and ``--inject`` of the command line (default: cpu, builtin, no faults).
 ``graphcheck replay REPORT_DIR`` runs the folder's ``scenario.json`` with the
-backend, ``--emulate`` and injected faults recorded in its
+backend, ``--emulate``, engine, injected faults and oracle recorded in its
 ``divergences.json``, so it reproduces the run that wrote the report; each
 option given on the command line overrides its recorded value.
 """
@@ -33,11 +33,13 @@ class ReplayTarget:
     recorded_in: Path | None = None  # the divergences.json the settings came from, for a report folder
     overridden: tuple[str, ...] = ()  # options the command line gave over the recorded ones
     oracle: str | None = None  # --oracle as given, else as the report recorded it (None: auto)
+    engine: str = "builtin"  # --engine as given, else as the report recorded it
 
     def describe(self, backend_description: str, faults: Sequence[str]) -> list[str]:
         """Lines saying what runs where: the backend, the faults, where the settings came from."""
         lines = [
             f"backend {self.backend} ({backend_description})",
+            *([f"engine {self.engine}"] if self.engine != "builtin" else []),
             f"injected: {', '.join(faults)}" if faults else "no injected faults",
         ]
         if self.oracle not in (None, "auto"):
@@ -53,8 +55,14 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
     source = Path(args.file)
     if not source.is_dir():
         oracle = getattr(args, "oracle", None)
+        engine = getattr(args, "engine", None) or "builtin"
         return ReplayTarget(
-            source, args.backend or DEFAULT_BACKEND, bool(args.emulate), tuple(args.inject or ()), oracle=oracle
+            source,
+            args.backend or DEFAULT_BACKEND,
+            bool(args.emulate),
+            tuple(args.inject or ()),
+            oracle=oracle,
+            engine=engine,
         )
     scenario_path = source / "scenario.json"
     if not scenario_path.is_file():
@@ -66,6 +74,7 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         "--emulate": args.emulate is not None,
         "--inject": bool(args.inject),
         "--oracle": getattr(args, "oracle", None) is not None,
+        "--engine": getattr(args, "engine", None) is not None,
     }
     return ReplayTarget(
         scenario_path,
@@ -73,13 +82,14 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         emulate=args.emulate if args.emulate is not None else run["emulate"],
         faults=tuple(args.inject) if args.inject else run["faults"],
         oracle=getattr(args, "oracle", None) or run["oracle"],
+        engine=getattr(args, "engine", None) or run["engine"],
         recorded_in=recorded_in,
         overridden=tuple(option for option, present in given.items() if present),
     )
 
 
 def recorded_run(path: Path) -> dict[str, Any]:
-    """``backend``, ``emulate`` and ``faults`` from the ``run`` object of a report's divergences.json."""
+    """``backend``, ``emulate``, ``faults``, ``oracle`` and ``engine`` from the ``run`` object of a report's divergences.json."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -102,4 +112,7 @@ def recorded_run(path: Path) -> dict[str, Any]:
     oracle = run.get("oracle", "auto")  # reports before --oracle existed: auto
     if not isinstance(oracle, str) or oracle not in ("auto", "exact", "model-agnostic"):
         raise InputError(f"{path}: run.oracle must be auto, exact or model-agnostic, got {oracle!r:.60}")
-    return {"backend": backend, "emulate": emulate, "faults": tuple(faults), "oracle": oracle}
+    engine = run.get("engine", "builtin")  # reports before --engine existed: the built-in engine
+    if not isinstance(engine, str) or not engine or len(engine) > 300 or not engine.isprintable():
+        raise InputError(f"{path}: run.engine must be an engine SPEC, got {engine!r:.60}")
+    return {"backend": backend, "emulate": emulate, "faults": tuple(faults), "oracle": oracle, "engine": engine}

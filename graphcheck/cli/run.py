@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from graphcheck import github
+from graphcheck.check.engines import resolve_engine
 from graphcheck.check.records import CheckOutcome
-from graphcheck.check.runner import replay_command
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
@@ -34,7 +34,7 @@ from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
 from graphcheck.scenario import engine_memory_limit
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
-from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec
+from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -44,7 +44,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     examples = args.examples if args.examples is not None else RUN_PROFILE_EXAMPLES[args.profile]
     if not 1 <= examples <= 100_000:
         raise InputError(f"--examples must be in [1, 100000], got {examples}")
-    faults = check_faults(args.inject)
+    engine = resolve_engine(getattr(args, "engine", None))
+    faults = check_faults(args.inject, engine)
     setup = check_setup(args)
     jobs = getattr(args, "jobs", 1)
     from graphcheck.parallel.run import check_options
@@ -54,22 +55,28 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         check_writable_file(Path(args.junit), "--junit file")
     backend = resolve_backend(args.backend, args.emulate)
     database, example_db = open_database(getattr(args, "database", None))
-    run_id, out_dir = claim_run_dir(Path(args.report_dir))
-    return RunPlan(
+    plan = RunPlan(
         backend,
         faults,
         suites,
         examples,
         args.seed,
-        out_dir,
-        run_id,
+        Path(),
+        "",
         database,
         example_db,
         jobs,
         xdist_args,
         bool(args.emulate),
         setup,
+        engine,
     )
+    plan.suites, plan.skipped = runnable_suites(plan.checker, suites)
+    if not plan.suites:
+        reasons = "; ".join(f"{s.suite}: {s.reason}" for s in plan.skipped)
+        raise InputError(f"no suite can run on engine {engine.spec}: {reasons}")
+    plan.run_id, plan.out_dir = claim_run_dir(Path(args.report_dir))
+    return plan
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -108,6 +115,8 @@ def run_command(args: argparse.Namespace) -> int:
             jobs=plan.jobs,
             database=plan.database.describe(),
             interrupted=interrupted,
+            engine=plan.engine.spec,
+            skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
         )
         paths, info = (
             write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations) if outcomes else (None, None)
@@ -134,6 +143,10 @@ def _print_header(console: Any, plan: RunPlan) -> None:
         highlight=False,
     )
     console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
+    if not plan.engine.builtin:
+        console.print(f"  engine {plan.engine.spec} ({plan.engine.source})", markup=False, highlight=False)
+    for skipped in plan.skipped:
+        console.print(f"  skipped suite {skipped.suite}: {skipped.reason}", markup=False, highlight=False)
 
 
 def _print_verdict(
@@ -172,7 +185,7 @@ def _print_verdict(
         )
         return
     if first is not None:
-        console.print(f"replay: {replay_command(plan.backend, plan.faults, str(paths.scenario_json))}", markup=False)
+        console.print(f"replay: {plan.checker.replay_command(str(paths.scenario_json))}", markup=False)
     console.print(f"report: {paths.index_html}", markup=False)
 
 
@@ -198,13 +211,11 @@ def _run_in_process(
     smallest diverging scenario included).
     """
     spec = SuiteRunSpec(
-        plan.backend,
+        plan.checker,
         plan.suites,
         plan.examples,
         plan.seed,
         pending,
-        faults=plan.faults,
-        setup=plan.setup,
         database=plan.example_db,
         keep_going=args.keep_going,
         demo_steps=args.steps,

@@ -119,6 +119,7 @@ def _head(run: FinishedRun) -> str:
     diverged = sum(not o.clean for o in outcomes)
     rows = [
         ("backend", f"{code(info.backend)}, graph runner {runner}"),
+        ("engine", code(info.engine)),
         ("profile, seed", f"{code(info.profile) or '—'}, {'—' if info.seed is None else info.seed}"),
         ("injected faults", ", ".join(code(f) for f in info.faults) or "none"),
         ("scenarios", f"{len(outcomes)} checked, {diverged} diverged"),

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker
+from graphcheck.check.engines import resolve_engine
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
@@ -58,6 +59,7 @@ class RunSpec:
     results_dir: str  # on the parent's machine; a remote worker's pending files go to its temp dir
     jobs: tuple[Job, ...]
     setup: dict[str, Any] = dataclasses.field(default_factory=dict)  # CheckSetup.to_dict()
+    engine: str = "builtin"  # --engine SPEC; each worker resolves it again
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -154,11 +156,16 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
+    from graphcheck.errors import InputError
 
     try:
         backend = resolve(spec.backend, emulate=spec.emulate)
     except BackendError as err:
         return JobResult(job, error=str(err), backend_unavailable=True)
+    try:
+        checker = Checker(backend, resolve_engine(spec.engine), CheckSetup.from_dict(spec.setup), spec.faults)
+    except InputError as err:  # the parent resolved it: only a worker with another sys.path gets here
+        return JobResult(job, error=str(err))
     from graphcheck.check.threads import single_threaded
 
     pending = pending_path(spec, job)
@@ -166,9 +173,9 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
     with single_threaded(backend):
         if job.suite == BUILTIN:
-            result = _run_builtin(spec, job, backend, pending)
+            result = _run_builtin(spec, job, checker, pending)
         else:
-            result = _run_fuzz(spec, job, backend, pending)
+            result = _run_fuzz(spec, job, checker, pending)
     result.elapsed_s = time.perf_counter() - started
     pending.unlink(missing_ok=True)
     return result
@@ -180,20 +187,17 @@ def _open_database(spec: DatabaseSpec) -> Any:
     return spec.open()
 
 
-def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
+def _run_fuzz(spec: RunSpec, job: Job, checker: Checker, pending: Path) -> JobResult:
     suite = load_suites()[job.suite]
-    setup = CheckSetup.from_dict(spec.setup)
     fuzzed = fuzz_suite(
         suite.name,
-        suite.strategy().map(setup.apply),
-        backend,
+        checker.strategy(suite.strategy()),
+        checker,
         examples=spec.examples,
         seed=job.seed,
-        faults=spec.faults,
         pending_path=pending,
         database=_open_database(spec.database),
-        database_key=database_key(suite.name, backend, spec.faults, setup),
-        oracle=setup.oracle,
+        database_key=database_key(suite.name, checker),
     )
     outcomes = [fuzzed.outcome] if fuzzed.outcome is not None else []
     return JobResult(
@@ -208,11 +212,10 @@ def _run_fuzz(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult
     )
 
 
-def _run_builtin(spec: RunSpec, job: Job, backend: Any, pending: Path) -> JobResult:
+def _run_builtin(spec: RunSpec, job: Job, checker: Checker, pending: Path) -> JobResult:
     outcomes = []
-    setup = CheckSetup.from_dict(spec.setup)
     for scenario in builtin_scenarios(spec.steps):
-        scenario = setup.apply(scenario)
+        scenario = checker.prepare(scenario)
         write_pending(pending, scenario)
-        outcomes.append(check_scenario(scenario, backend, faults=spec.faults, localise=True, oracle=setup.oracle))
+        outcomes.append(checker.run(scenario, localise=True))
     return JobResult(job, len(outcomes), sum(o.steps_run for o in outcomes), outcomes=outcomes)

@@ -140,6 +140,7 @@ def _properties(suite: ET.Element, run_info: RunInfo) -> None:
         "profile": run_info.profile,
         "version": run_info.version,
         "faults": ",".join(run_info.faults),
+        "engine": run_info.engine,
     }
     for name, value in values.items():
         ET.SubElement(props, "property", name=name, value=xml_text(value))

@@ -25,6 +25,7 @@ class RunInfo:
     version: str = ""
     faults: tuple[str, ...] = ()
     oracle: str = "auto"  # --oracle as given (each outcome says which one it resolved to)
+    engine: str = "builtin"  # --engine SPEC (graphcheck.check.engines)
 
 
 #: ``SuiteRun.shrink``: what became of the divergence a suite's search found.
@@ -103,10 +104,17 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def default_replay_command(run_info: RunInfo) -> Callable[[Path], str]:
-    """:func:`replay_command_line` for the backend, ``--emulate`` and faults of ``run_info``."""
+    """:func:`replay_command_line` for the backend, ``--emulate``, engine, faults and oracle of ``run_info``."""
 
     def command(scenario_path: Path) -> str:
-        return replay_command_line(scenario_path, run_info.backend, emulate=run_info.emulate, faults=run_info.faults)
+        return replay_command_line(
+            scenario_path,
+            run_info.backend,
+            emulate=run_info.emulate,
+            faults=run_info.faults,
+            engine=run_info.engine,
+            oracle=run_info.oracle,
+        )
 
     return command
 

@@ -24,7 +24,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
@@ -99,25 +99,32 @@ def _open_redis(url: str) -> ExampleDatabase:
     return RedisExampleDatabase(client)
 
 
-def database_key(suite: str, backend: Any, faults: Sequence[str], setup: Any = None) -> bytes:
-    """The key failing examples of ``suite`` on ``backend`` with ``faults`` are saved under.
+def database_key(suite: str, checker: Any) -> bytes:
+    """The key failing examples of ``suite`` are saved under, for a ``graphcheck.check.checker.Checker``.
 
     Readable on purpose (a Redis ``KEYS`` listing names the search), and
     independent of the seed, so every worker of a parallel run, whatever its
-    seed, replays what any other found. A clean search replays and then drops
-    examples that no longer fail, so runs with other faults get other keys.
+    seed, replays what any other found. It holds what decides whether a scenario
+    fails: the suite, the backend, the injected faults, a non-default setup and
+    an engine other than the built-in one (whose key keeps its earlier form, so
+    databases filled before engines were named stay valid). A clean search
+    replays and then drops examples that no longer fail, so runs with other
+    faults get other keys.
     """
+    backend = checker.backend
     emulate = "+emulate" if getattr(backend, "emulated", False) and backend.name != "cpu" else ""
-    parts = (
+    parts: tuple[str, ...] = (
         "graphcheck",
         KEY_VERSION,
         f"suite={suite}",
         f"backend={backend.name}{emulate}",
-        "faults=" + (",".join(sorted(faults)) or "none"),
+        "faults=" + (",".join(sorted(checker.faults)) or "none"),
     )
-    label = setup.label() if setup is not None else ""
+    label = checker.setup.label()
     if label:  # a non-default --model / --contract / --oracle: its own examples
         parts += tuple(label.split())
+    if not checker.engine.builtin:
+        parts += (f"engine={checker.engine.spec}",)
     return ":".join(parts).encode()
 
 

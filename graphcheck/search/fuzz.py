@@ -31,7 +31,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker
+from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
@@ -177,10 +178,14 @@ def write_pending(path: Path, scenario: Scenario) -> None:
     os.replace(tmp, path)
 
 
-class _OutOfMemory(BaseException):
-    """Carries EngineOutOfMemory through Hypothesis, which would take an Exception for a failure to shrink."""
+#: Errors a lockstep run raises that are not findings: the machine's limit, an engine nothing can check.
+NOT_FINDINGS = (EngineOutOfMemory, EngineSpecError)
 
-    def __init__(self, error: EngineOutOfMemory) -> None:
+
+class _NotAFinding(BaseException):
+    """Carries one of NOT_FINDINGS through Hypothesis, which would take an Exception for a failure to shrink."""
+
+    def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -240,21 +245,23 @@ _PASSED_KEPT = 4096
 def fuzz_suite(
     name: str,
     strategy: Any,
-    backend: Any,
+    checker: Checker,
     *,
     examples: int,
     seed: int,
-    faults: Sequence[str] = (),
     pending_path: Path,
     on_example: ExampleHook | None = None,
     on_progress: ProgressHook | None = None,
     database: ExampleDatabase | None = None,
     database_key: bytes | None = None,
-    oracle: str = "auto",
     per_config: int = DEFAULT_PER_CONFIG,
     pool: EnginePool | None | Literal["new"] = "new",
 ) -> FuzzResult:
-    """Search ``strategy`` for a diverging scenario; shrink it if found.
+    """Search ``strategy`` for a scenario ``checker`` finds diverging; shrink it if found.
+
+    ``strategy`` draws scenarios as the checker runs them (``Checker.strategy``
+    prepares a suite's: setup and engine capabilities applied), so what is saved,
+    shrunk and reported is what ran.
 
     Each of the ``examples`` Hypothesis examples is a batch of 1 to ``per_config``
     scenarios on one engine configuration (``graphcheck.search.batches``), run in
@@ -271,8 +278,8 @@ def fuzz_suite(
     """
     if per_config < 1:
         raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
-    engines = EnginePool() if pool == "new" else pool
-    search = _Search(name, backend, faults, pending_path, examples, on_example, on_progress, oracle, engines)
+    checker = checker.with_pool(EnginePool() if pool == "new" else pool)
+    search = _Search(name, checker, pending_path, examples, on_example, on_progress)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -294,11 +301,10 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        outcome = check_scenario(shrunk, backend, faults=faults, localise=True, oracle=oracle, pool=engines)
-        return search.result(outcome)
+        return search.result(checker.run(shrunk, localise=True))
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
         return search.result(lost.outcome)
-    except _OutOfMemory as stop:
+    except _NotAFinding as stop:
         raise stop.error from None
     except KeyboardInterrupt:
         raise SearchInterrupted(search.result(search.smallest, interrupted=True)) from None
@@ -310,17 +316,13 @@ class _Search:
     def __init__(
         self,
         name: str,
-        backend: Any,
-        faults: Sequence[str],
+        checker: Checker,
         pending_path: Path,
         budget: int,
         on_example: ExampleHook | None,
         on_progress: ProgressHook | None,
-        oracle: str = "auto",
-        pool: EnginePool | None = None,
     ) -> None:
-        self.oracle, self.pool = oracle, pool
-        self.name, self.backend, self.faults, self.pending_path = name, backend, faults, pending_path
+        self.name, self.checker, self.pending_path = name, checker, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
         self.examples = self.steps = self.ambiguous_examples = 0
@@ -352,9 +354,9 @@ class _Search:
     def diverges(self, scenario: Scenario) -> bool:
         write_pending(self.pending_path, scenario)
         try:
-            outcome = check_scenario(scenario, self.backend, faults=self.faults, oracle=self.oracle, pool=self.pool)
-        except EngineOutOfMemory as error:  # not a finding: Hypothesis must not shrink it
-            raise _OutOfMemory(error) from None
+            outcome = self.checker.run(scenario)
+        except NOT_FINDINGS as error:  # Hypothesis must not shrink it
+            raise _NotAFinding(error) from None
         self.examples += 1
         self.steps += outcome.steps_run
         self.ambiguous_examples += bool(outcome.ambiguous)

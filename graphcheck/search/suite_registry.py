@@ -34,12 +34,26 @@ BUILTIN_SUITES = "graphcheck.suites:SUITES"
 
 @dataclass(frozen=True)
 class Suite:
-    """A focused scenario strategy and the bug classes (docs/bug-classes.md numbers) it targets."""
+    """A focused scenario strategy and the bug classes (docs/bug-classes.md numbers) it targets.
+
+    ``requires``: capabilities (``graphcheck.capabilities.REQUIREMENTS``) an engine must
+    declare for the suite to mean anything; on an engine without one it is skipped.
+    """
 
     name: str
     description: str  # one line
     strategy: Callable[[], Any]  # () -> SearchStrategy[Scenario]
     bug_classes: tuple[int, ...]
+    requires: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from graphcheck.capabilities import REQUIREMENTS
+
+        unknown = [r for r in self.requires if r not in REQUIREMENTS]
+        if unknown:
+            raise InputError(
+                f"suite {self.name!r} requires unknown capabilities {unknown}; known: {list(REQUIREMENTS)}"
+            )
 
 
 def _load(spec: str) -> Any:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from hypothesis.database import ExampleDatabase
 
-from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.checker import Checker
 from graphcheck.check.records import CheckOutcome
-from graphcheck.check.setup import CheckSetup
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import database_key
 from graphcheck.search.fuzz import ExampleHook, FuzzResult, ProgressHook, fuzz_suite, label_found, write_pending
@@ -34,17 +33,47 @@ DEFAULT_DEMO_STEPS = 20
 class SuiteRunSpec:
     """What one run over the suites checks, and how."""
 
-    backend: Any
+    checker: Checker  # backend, engine, setup and faults
     suites: Sequence[Suite]
     examples: int  # per suite
     seed: int
     pending_path: Path  # the scenario about to run, on disk before the engine sees it
-    faults: Sequence[str] = ()
-    setup: CheckSetup = CheckSetup()
     database: ExampleDatabase | None = None
     keep_going: bool = False
     demo_steps: int = DEFAULT_DEMO_STEPS
     localise_demos: bool = True  # where a diverging demo scenario began; detection does not depend on it
+
+
+@dataclass(frozen=True)
+class SkippedSuite:
+    """A suite not run: the engine lacks a capability it needs (``Suite.requires``)."""
+
+    suite: str
+    reason: str
+
+
+def skip_reason(checker: Checker, suite: Suite) -> SkippedSuite | None:
+    """Why ``suite`` cannot run on the checker's engine, or None when it can."""
+    from graphcheck.capabilities import REQUIREMENTS
+
+    missing = checker.missing_for(suite.requires)
+    if not missing:
+        return None
+    needs = "; ".join(f"{name} ({REQUIREMENTS[name]})" for name in missing)
+    return SkippedSuite(suite.name, f"engine {checker.engine.spec} does not declare {needs}")
+
+
+def runnable_suites(checker: Checker, suites: Sequence[Suite]) -> tuple[list[Suite], list[SkippedSuite]]:
+    """``suites`` split into those the checker's engine can run and those it cannot (with the reason)."""
+    run: list[Suite] = []
+    skipped: list[SkippedSuite] = []
+    for suite in suites:
+        reason = skip_reason(checker, suite)
+        if reason is None:
+            run.append(suite)
+        else:
+            skipped.append(reason)
+    return run, skipped
 
 
 @dataclass(frozen=True)
@@ -84,19 +113,18 @@ class SuiteRun:
         spec, hooks = self.spec, self.hooks
         if hooks.start_suite is not None:
             hooks.start_suite(suite.name, spec.examples)
+        checker = spec.checker
         result = fuzz_suite(
             suite.name,
-            suite.strategy().map(spec.setup.apply),
-            spec.backend,
+            checker.strategy(suite.strategy()),
+            checker,
             examples=spec.examples,
             seed=spec.seed,
-            faults=spec.faults,
             pending_path=spec.pending_path,
             on_example=hooks.on_example,
             on_progress=hooks.on_progress,
             database=spec.database,
-            database_key=database_key(suite.name, spec.backend, spec.faults, spec.setup),
-            oracle=spec.setup.oracle,
+            database_key=database_key(suite.name, checker),
         )
         self.fuzzed.append(result)
         if hooks.end_suite is not None:
@@ -113,11 +141,9 @@ class SuiteRun:
         """The built-in demo scenarios: a fixed smoke check of every verify mode."""
         spec = self.spec
         for scenario in builtin_scenarios(spec.demo_steps):
-            scenario = spec.setup.apply(scenario)
+            scenario = spec.checker.prepare(scenario)
             write_pending(spec.pending_path, scenario)
-            outcome = check_scenario(
-                scenario, spec.backend, faults=spec.faults, localise=spec.localise_demos, oracle=spec.setup.oracle
-            )
+            outcome = spec.checker.run(scenario, localise=spec.localise_demos)
             if self.hooks.on_demo is not None:
                 self.hooks.on_demo(scenario, outcome)
             self.outcomes.append(outcome)
@@ -126,7 +152,10 @@ class SuiteRun:
 __all__ = [
     "DEFAULT_DEMO_STEPS",
     "RUN_PROFILE_EXAMPLES",
+    "SkippedSuite",
     "SuiteRun",
     "SuiteRunHooks",
     "SuiteRunSpec",
+    "runnable_suites",
+    "skip_reason",
 ]

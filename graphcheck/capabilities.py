@@ -1,0 +1,201 @@
+"""What an engine says it supports, so that graphcheck draws only scenarios it can run.
+
+An engine factory (the class or function ``--engine`` names) may carry a
+``capabilities`` attribute, an :class:`EngineCapabilities`. graphcheck then
+
+* fits every drawn scenario to it (:meth:`EngineCapabilities.fit`): a config
+  value the engine does not support is replaced by one it does, so the fuzzer
+  never reports "your engine rejected NAIVE mode" as a divergence;
+* skips a suite whose ``requires`` names a capability the engine lacks, with
+  the reason printed (:meth:`EngineCapabilities.missing`);
+* accepts ``--inject NAME`` only for the faults the engine declares, and lists
+  them in ``graphcheck faults --engine X``.
+
+A factory without the attribute is taken to support every config value the
+scenario format has (what graphcheck assumed before engines could say) and
+to implement no faults. Whether an engine has the optional members (state
+snapshots, reset, model report, its memory estimate) is seen on the factory or
+the engine itself; :func:`optional_members` lists them.
+
+A leaf: standard library, ``graphcheck.scenario`` and ``graphcheck.contract`` only, so that backends/
+and user engines can import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.scenario import (
+    ACCEPT_POLICIES,
+    GRAPH_SCOPES,
+    MODELS,
+    VERIFY_STRATEGIES,
+    EngineConfig,
+    Scenario,
+    validate,
+)
+
+Layout = Literal["slot", "packed"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injectable bug an engine implements (``--inject NAME``).
+
+    ``bug_class``: its number in docs/bug-classes.md; ``summary``: what the switch
+    breaks and where; ``mirrors``: the shipped bug it reproduces; ``signal``: the
+    first divergence graphcheck must report; ``breaks``: the kernels, functions and
+    buffers it changes, which the localisation of its divergence should name
+    (``graphcheck catalog`` checks that).
+    """
+
+    name: str
+    bug_class: int
+    summary: str = ""
+    mirrors: str = ""
+    signal: str = ""
+    breaks: tuple[str, ...] = ()
+
+
+#: Capability names a suite may require (``Suite.requires``), with what each means.
+REQUIREMENTS = {
+    "drafts": "MTP drafts: a proposer whose drafts the target verifies (configs with naive_mode off)",
+    "naive": "NAIVE mode: decoding without a proposer",
+    "slot-layout": "per-slot buffers, so that free slots can be checked for their idle values",
+}
+
+
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """What an engine supports. The defaults are every value of the scenario format, and no faults."""
+
+    drafts: bool = True  # MTP: drafts proposed and verified (naive_mode=False)
+    naive: bool = True  # NAIVE mode (naive_mode=True)
+    graph_scopes: tuple[str, ...] = GRAPH_SCOPES
+    verify_strategies: tuple[str, ...] = VERIFY_STRATEGIES
+    accept_policies: tuple[str, ...] = ACCEPT_POLICIES
+    models: tuple[str, ...] = MODELS
+    contracts: tuple[str, ...] = CONTRACT_NAMES
+    layout: Layout = "slot"
+    faults: tuple[Fault, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.drafts or self.naive):
+            raise ValueError("EngineCapabilities: an engine must support drafts or NAIVE mode (or both)")
+        for name, have, known in (
+            ("graph_scopes", self.graph_scopes, GRAPH_SCOPES),
+            ("verify_strategies", self.verify_strategies, VERIFY_STRATEGIES),
+            ("accept_policies", self.accept_policies, ACCEPT_POLICIES),
+            ("models", self.models, MODELS),
+            ("contracts", self.contracts, CONTRACT_NAMES),
+        ):
+            unknown = [v for v in have if v not in known]
+            if not have or unknown:
+                raise ValueError(
+                    f"EngineCapabilities.{name}: need a non-empty subset of {', '.join(known)}, got {have!r}"
+                )
+        if self.layout not in ("slot", "packed"):
+            raise ValueError(f"EngineCapabilities.layout: 'slot' or 'packed', got {self.layout!r}")
+        names = [f.name for f in self.faults]
+        if len(set(names)) != len(names):
+            raise ValueError("EngineCapabilities.faults: two faults share a name")
+
+    # -- what a run may do with this engine -----------------------------
+    @property
+    def fault_names(self) -> tuple[str, ...]:
+        return tuple(sorted(f.name for f in self.faults))
+
+    def fault(self, name: str) -> Fault:
+        """The declared fault ``name`` (KeyError when the engine does not implement it)."""
+        for fault in self.faults:
+            if fault.name == name:
+                return fault
+        raise KeyError(name)
+
+    def has(self, requirement: str) -> bool:
+        """Whether the engine has the capability ``requirement`` (a key of :data:`REQUIREMENTS`)."""
+        if requirement not in REQUIREMENTS:
+            raise ValueError(f"unknown capability {requirement!r}; known: {', '.join(REQUIREMENTS)}")
+        if requirement == "slot-layout":
+            return self.layout == "slot"
+        return bool(getattr(self, requirement))
+
+    def missing(self, requirements: Iterable[str]) -> tuple[str, ...]:
+        """The capabilities of ``requirements`` this engine lacks, in order."""
+        return tuple(r for r in requirements if not self.has(r))
+
+    @property
+    def supports_everything(self) -> bool:
+        """Every config value of the scenario format is supported: :meth:`fit` changes nothing."""
+        return dataclasses.replace(self, faults=(), layout="slot") == EngineCapabilities()
+
+    # -- fitting scenarios ------------------------------------------------
+    def fit_config(self, config: EngineConfig) -> EngineConfig:
+        """``config`` with every unsupported value replaced by the first supported one."""
+        changes: dict[str, Any] = {}
+        if config.naive_mode and not self.naive:
+            changes["naive_mode"] = False
+        elif not config.naive_mode and not self.drafts:
+            changes["naive_mode"] = True
+        for field, allowed in (
+            ("graph_scope", self.graph_scopes),
+            ("verify_strategy", self.verify_strategies),
+            ("accept_policy", self.accept_policies),
+            ("model", self.models),
+            ("contract", self.contracts),
+        ):
+            if getattr(config, field) not in allowed:
+                changes[field] = allowed[0]
+        return dataclasses.replace(config, **changes) if changes else config
+
+    def fit(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with its config fitted (:meth:`fit_config`); forced accepts go when drafts do.
+
+        The result is validated again (a fitted config can make a field invalid,
+        e.g. an accept override in NAIVE mode).
+        """
+        config = self.fit_config(scenario.config)
+        if config is scenario.config:
+            return scenario
+        accepts = () if config.naive_mode else scenario.accepts
+        return validate(dataclasses.replace(scenario, config=config, accepts=accepts))
+
+    def describe(self) -> list[str]:
+        """One line per capability, for ``graphcheck faults --engine`` and reports."""
+        modes = [m for m, on in (("MTP drafts", self.drafts), ("NAIVE", self.naive)) if on]
+        return [
+            f"decoding: {', '.join(modes)}",
+            f"graph scopes: {', '.join(self.graph_scopes)}",
+            f"verify strategies: {', '.join(self.verify_strategies)}",
+            f"accept policies: {', '.join(self.accept_policies)}",
+            f"models: {', '.join(self.models)}",
+            f"contracts: {', '.join(self.contracts)}",
+            f"layout: {self.layout}",
+            f"faults: {len(self.faults)}",
+        ]
+
+
+#: The adapter's optional members (docs/adapters.md) and what each gives graphcheck.
+OPTIONAL_MEMBERS = {
+    "state_snapshot": "state snapshots: state and slot-hygiene checks, kernel-level localisation",
+    "reset": "reset: engines pooled per configuration",
+    "model_report": "model report: the model-agnostic oracle and the float tolerance",
+    "memory_estimate": "memory estimate: scenarios too large for the machine are refused before they run",
+}
+
+
+def optional_members(obj: Any) -> tuple[str, ...]:
+    """The optional adapter members ``obj`` (a factory class, or an engine) has, in OPTIONAL_MEMBERS order."""
+    return tuple(name for name in OPTIONAL_MEMBERS if callable(getattr(obj, name, None)))
+
+
+__all__ = [
+    "EngineCapabilities",
+    "Fault",
+    "OPTIONAL_MEMBERS",
+    "REQUIREMENTS",
+    "optional_members",
+]

@@ -1,0 +1,226 @@
+"""The configured checker: the one way a scenario is run, for every engine.
+
+A :class:`Checker` is a backend, an engine (``--engine``: the built-in one by
+default), the model / contract / oracle setup, the injected faults and,
+optionally, a pool of built engines. ``graphcheck run``, ``replay``,
+``catalog``, the ``-j`` workers, the benchmarks, the pytest plugin and the
+Python API all run scenarios through one::
+
+    checker = Checker(resolve("cpu"), resolve_engine("my_pkg.adapter:MyEngine"))
+    outcome = checker.run(scenario)             # CheckOutcome
+    checker.check(scenario)                     # raises ScenarioDiverged unless clean
+    print(checker.replay_command("scenario.json"))
+
+Before a scenario runs it is *prepared*: the setup's model and contract are
+stamped on it, and its config is fitted to what the engine declares it
+supports (``graphcheck.capabilities``). A failing check's message is meant to
+be read in a test log: the first failing divergence, where it began, what
+else failed, and how to replay the scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from graphcheck.check.engines import BUILTIN, EngineChoice, resolve_engine
+from graphcheck.check.lockstep import Lockstep
+from graphcheck.check.pool import EnginePool
+from graphcheck.check.records import CheckOutcome, Localisation, replay_command_line
+from graphcheck.check.setup import CheckSetup
+from graphcheck.check.threads import single_threaded
+from graphcheck.check.timings import LockstepTimings
+from graphcheck.scenario import Scenario
+
+if TYPE_CHECKING:
+    from graphcheck.backends.devices import Device
+
+
+@functools.cache
+def builtin_engine() -> EngineChoice:
+    """The built-in engine, resolved once."""
+    return resolve_engine(BUILTIN)
+
+
+class ScenarioDiverged(AssertionError):
+    """A check found a failing divergence; ``outcome`` is the whole run.
+
+    An AssertionError, so Hypothesis treats it as a failing example and shrinks it.
+    The message is built when it is first shown: only then is the scenario re-run
+    with a kernel trace to say where it diverged (not for every example a shrink
+    tries).
+    """
+
+    def __init__(self, message: str | Callable[[], str], outcome: CheckOutcome):
+        super().__init__("graphcheck: scenario diverged")
+        self._message = message
+        self.outcome = outcome
+
+    def __str__(self) -> str:
+        if callable(self._message):
+            self._message = self._message()
+        return self._message
+
+
+@dataclass(frozen=True)
+class Checker:
+    """Runs scenarios in lockstep: ``engine`` on ``backend``, with ``setup`` and ``faults``.
+
+    ``pool``: reuse the engines of earlier scenarios of the same configuration
+    (``graphcheck.check.pool``); None builds a pair per scenario.
+    """
+
+    backend: Device
+    engine: EngineChoice = field(default_factory=builtin_engine)
+    setup: CheckSetup = CheckSetup()
+    faults: tuple[str, ...] = ()
+    pool: EnginePool | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "faults", tuple(self.faults))
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        faults = f", faults={list(self.faults)}" if self.faults else ""
+        return f"Checker({self.backend.name}, {self.engine.spec}{faults})"
+
+    # -- variants ---------------------------------------------------------
+    def with_faults(self, faults: Sequence[str]) -> Checker:
+        return dataclasses.replace(self, faults=tuple(faults))
+
+    def with_pool(self, pool: EnginePool | None) -> Checker:
+        return dataclasses.replace(self, pool=pool)
+
+    def _faults(self, faults: Sequence[str] | None) -> Checker:
+        return self if faults is None else self.with_faults(faults)
+
+    # -- scenarios ----------------------------------------------------------
+    def prepare(self, scenario: Scenario) -> Scenario:
+        """``scenario`` as it runs: the setup's model and contract, the config fitted to the engine."""
+        scenario = self.setup.apply(scenario)
+        capabilities = self.engine.capabilities
+        return scenario if capabilities.supports_everything else capabilities.fit(scenario)
+
+    def strategy(self, strategy: Any) -> Any:
+        """A scenario strategy whose draws are prepared (:meth:`prepare`)."""
+        return strategy.map(self.prepare)
+
+    def missing_for(self, requires: Sequence[str]) -> tuple[str, ...]:
+        """The capabilities of ``requires`` (a suite's) the engine lacks: the suite is skipped then."""
+        return self.engine.capabilities.missing(requires)
+
+    # -- running ------------------------------------------------------------
+    def build(
+        self, scenario: Scenario, *, faults: Sequence[str] | None = None, timings: LockstepTimings | None = None
+    ) -> Lockstep:
+        """The Lockstep of ``scenario`` (prepared), engines built and graphs captured, no step run yet."""
+        chosen = self._faults(faults)
+        return Lockstep(
+            self.prepare(scenario),
+            self.backend,
+            faults=chosen.faults,
+            engine_factory=self.engine.factory,
+            engine_label=self.engine.spec,
+            oracle=self.setup.oracle,
+            pool=self.pool,
+            timings=timings,
+        )
+
+    def run(
+        self,
+        scenario: Scenario,
+        *,
+        faults: Sequence[str] | None = None,
+        localise: bool = False,
+        timings: LockstepTimings | None = None,
+    ) -> CheckOutcome:
+        """Run ``scenario`` to its end or its first failing divergence.
+
+        ``faults`` (None: the checker's own) for this run only. ``localise``: when the
+        run fails, re-run it with a kernel trace and set ``outcome.localisation``
+        (for a shrunk scenario, never inside a search loop; the trace builds new engines).
+        """
+        with single_threaded(self.backend):
+            outcome = self.build(scenario, faults=faults, timings=timings).run()
+            if localise and not outcome.clean and outcome.device_error is None:
+                outcome.localisation = self.localise(outcome)
+        return outcome
+
+    __call__ = run
+
+    def check(self, scenario: Scenario, *, faults: Sequence[str] | None = None) -> CheckOutcome:
+        """Run ``scenario``; raise :class:`ScenarioDiverged` (with :meth:`failure_report`) unless it is clean."""
+        __tracebackhide__ = True  # pytest: the failure is the message, not this frame
+        outcome = self.run(scenario, faults=faults)
+        if not outcome.clean:
+            raise ScenarioDiverged(lambda: self._report(outcome), outcome)
+        return outcome
+
+    def localise(self, outcome: CheckOutcome) -> Localisation | None:
+        """Where ``outcome``'s first failing divergence began (``graphcheck.check.localise``); never raises."""
+        from graphcheck.check.localise import localise_outcome
+
+        with single_threaded(self.backend):
+            return localise_outcome(outcome, self.backend, faults=outcome.faults, engine_factory=self.engine.factory)
+
+    def _report(self, outcome: CheckOutcome) -> str:
+        if outcome.localisation is None and outcome.device_error is None:
+            outcome.localisation = self.localise(outcome)
+        return self.failure_report(outcome)
+
+    # -- telling a reader ---------------------------------------------------
+    def replay_command(self, path: str = "scenario.json", faults: Sequence[str] | None = None) -> str:
+        """The ``graphcheck replay`` command line that re-runs a saved scenario with this checker's settings."""
+        backend = self.backend
+        return replay_command_line(
+            path,
+            backend.name,
+            emulate=backend.emulated and backend.name != "cpu",  # cpu is always emulated
+            faults=self.faults if faults is None else faults,
+            engine=self.engine.spec,
+            oracle=self.setup.oracle,
+        )
+
+    def failure_report(self, outcome: CheckOutcome) -> str:
+        """A failing outcome for a test log: headline, detail, where, other failures, replay hint, the scenario."""
+        first = outcome.first
+        if first is None:
+            return f"scenario {outcome.scenario.name or '(unnamed)'}: no failing divergence"
+        faults = f", faults: {', '.join(outcome.faults)}" if outcome.faults else ""
+        engine = "" if self.engine.builtin else f", engine {self.engine.spec}"
+        lines = [
+            f"graphcheck: {first.headline()}",
+            f"  on {self.backend.name} ({outcome.runner} graph runner){engine}{faults}, "
+            f"after {outcome.steps_run} step(s)",
+        ]
+        if first.detail:
+            lines += ["  " + line for line in first.detail.rstrip().splitlines()]
+        if outcome.localisation is not None:
+            lines.append(f"  where: {outcome.localisation.headline()}")
+        rest = Counter(d.kind for d in outcome.failures[1:])
+        if rest:
+            lines.append("  also failing: " + ", ".join(f"{kind} x{n}" for kind, n in sorted(rest.items())))
+        command = self.replay_command(faults=outcome.faults)
+        lines.append(f"replay: save the scenario below as scenario.json, then `{command}`")
+        lines.append(outcome.scenario.to_json(indent=None))
+        return "\n".join(lines)
+
+
+def check_scenario(
+    scenario: Scenario,
+    backend: Any,
+    *,
+    faults: Sequence[str] = (),
+    localise: bool = False,
+    oracle: str = "auto",
+    pool: EnginePool | None = None,
+    engine: EngineChoice | None = None,
+) -> CheckOutcome:
+    """``Checker(backend, engine, CheckSetup(oracle=oracle), faults, pool).run(scenario, localise=...)``."""
+    checker = Checker(backend, engine or builtin_engine(), CheckSetup(oracle=oracle), tuple(faults), pool)
+    return checker.run(scenario, localise=localise)
+
+
+__all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario"]

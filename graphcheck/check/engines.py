@@ -1,0 +1,203 @@
+"""Which engine a run checks: ``--engine SPEC`` resolved to a factory and what it declares.
+
+SPEC names an engine factory as pytest names plugins:
+
+* ``builtin`` (the default): graphcheck's own MTP engine, ``graphcheck.backends.engine.Engine``;
+* a name registered under the ``graphcheck.engines`` entry point group by an
+  installed package::
+
+      [project.entry-points."graphcheck.engines"]
+      my-engine = "my_engine.graphcheck_adapter:MyEngine"
+
+* ``package.module:attribute``: imported directly (the module must be importable:
+  installed, or on ``PYTHONPATH``).
+
+The factory is what the adapter protocol calls ``EngineFactory``
+(docs/adapters.md): ``factory(config, weights, *, device, use_graphs, faults)``.
+It may carry ``capabilities`` (``graphcheck.capabilities.EngineCapabilities``);
+without it the engine is taken to support every config value and no faults.
+
+Resolving checks what can be checked without building an engine: that SPEC
+imports, names a callable, and (for a class) that the protocol's methods are
+there. The members an engine sets in its constructor are checked on the first
+engine built (:func:`require_adapter`). Every failure is one
+:class:`EngineSpecError` line naming what is missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from graphcheck.capabilities import EngineCapabilities, optional_members
+from graphcheck.errors import InputError
+
+ENTRY_POINT_GROUP = "graphcheck.engines"
+BUILTIN = "builtin"
+_BUILTIN_TARGET = "graphcheck.backends.engine:Engine"
+
+#: The protocol's methods (graphcheck.adapter.EngineAdapter), checked on a factory class.
+ADAPTER_METHODS = ("submit", "abort", "step", "buffer_tensors", "memory_bytes")
+#: The protocol's data members, set by an engine's constructor: checked on the first engine built.
+ADAPTER_ATTRIBUTES = ("last_step_info", "graphs", "runner", "sizes")
+
+
+class EngineSpecError(InputError):
+    """``--engine SPEC`` does not import, or names no engine the adapter protocol can drive."""
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """A resolved ``--engine``: the SPEC as given (what reports record), the factory, its capabilities."""
+
+    spec: str
+    factory: Any
+    capabilities: EngineCapabilities
+    source: str  # where the factory came from: "built-in", "entry point NAME (VALUE)", "MODULE:ATTR"
+
+    @property
+    def builtin(self) -> bool:
+        return self.spec == BUILTIN
+
+    @property
+    def label(self) -> str:
+        """How reports and the console name the engine: ``builtin``, else SPEC."""
+        return self.spec
+
+    def optional_members(self) -> tuple[str, ...]:
+        """The optional adapter members the factory's class defines (an engine may still add others)."""
+        return optional_members(self.factory)
+
+    def __repr__(self) -> str:  # short: Hypothesis and pytest print it
+        return f"EngineChoice({self.spec})"
+
+
+def _import_target(target: str, spec: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise EngineSpecError(
+            f"--engine {spec}: expected 'builtin', a name registered under {ENTRY_POINT_GROUP!r} "
+            "or package.module:attribute"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # the user's module: say why it did not import, in one line
+        raise EngineSpecError(f"--engine {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise EngineSpecError(f"--engine {spec}: {module_name} has no attribute {attribute}")
+        value = getattr(value, part)
+    return value
+
+
+def _entry_point(name: str) -> metadata.EntryPoint | None:
+    found = [p for p in metadata.entry_points(group=ENTRY_POINT_GROUP) if p.name == name]
+    return found[0] if found else None
+
+
+def registered_engines() -> dict[str, str]:
+    """Engine names of the ``graphcheck.engines`` entry point group -> what each names; ``builtin`` first."""
+    points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name)
+    return {BUILTIN: _BUILTIN_TARGET, **{p.name: p.value for p in points if p.name != BUILTIN}}
+
+
+def missing_methods(factory: Any) -> tuple[str, ...]:
+    """The protocol methods a factory *class* lacks.
+
+    A factory function, and a class that delegates through ``__getattr__``, are
+    checked on the engine they build (:func:`require_adapter`) instead.
+    """
+    if not inspect.isclass(factory) or hasattr(factory, "__getattr__"):
+        return ()
+    return tuple(name for name in ADAPTER_METHODS if not callable(getattr(factory, name, None)))
+
+
+def _capabilities(factory: Any, spec: str) -> EngineCapabilities:
+    declared = getattr(factory, "capabilities", None)
+    if declared is None:
+        return EngineCapabilities()
+    if not isinstance(declared, EngineCapabilities):
+        raise EngineSpecError(
+            f"--engine {spec}: its capabilities must be a graphcheck.capabilities.EngineCapabilities, "
+            f"got {type(declared).__name__}"
+        )
+    return declared
+
+
+def resolve_engine(spec: str | None = None) -> EngineChoice:
+    """The engine ``spec`` names (None: ``builtin``); :class:`EngineSpecError` when it cannot be used."""
+    spec = (spec or BUILTIN).strip()
+    if not spec or len(spec) > 300 or not spec.isprintable():
+        raise EngineSpecError("--engine: expected 'builtin', a registered engine name or package.module:attribute")
+    if spec == BUILTIN:
+        factory, source = _import_target(_BUILTIN_TARGET, spec), "built-in"
+    elif ":" in spec:
+        factory, source = _import_target(spec, spec), spec
+    else:
+        point = _entry_point(spec)
+        if point is None:
+            known = ", ".join(registered_engines())
+            raise EngineSpecError(
+                f"--engine {spec}: no engine of that name (registered under {ENTRY_POINT_GROUP!r}: {known}); "
+                "or name one as package.module:attribute"
+            )
+        factory, source = _import_target(point.value, spec), f"entry point {point.name} ({point.value})"
+    if not callable(factory):
+        raise EngineSpecError(f"--engine {spec}: {source} is a {type(factory).__name__}, not an engine factory")
+    missing = missing_methods(factory)
+    if missing:
+        raise EngineSpecError(
+            f"--engine {spec}: {getattr(factory, '__qualname__', source)} does not satisfy the engine adapter "
+            f"protocol: no method {', '.join(missing)} (docs/adapters.md)"
+        )
+    return EngineChoice(spec, factory, _capabilities(factory, spec), source)
+
+
+def engine_from_factory(factory: Any) -> EngineChoice:
+    """The EngineChoice of a factory object (the pytest plugin's ``graphcheck_engine_factory`` override).
+
+    Its SPEC is ``module:qualname``, which ``--engine`` resolves back to it when the
+    module is importable; the built-in engine's is ``builtin``.
+    """
+    builtin = resolve_engine(BUILTIN)
+    if factory is builtin.factory:
+        return builtin
+    spec = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', type(factory).__qualname__)}"
+    if not callable(factory):
+        raise EngineSpecError(f"engine factory {spec}: a {type(factory).__name__}, not callable")
+    missing = missing_methods(factory)
+    if missing:
+        raise EngineSpecError(
+            f"engine factory {spec} does not satisfy the engine adapter protocol: no method {', '.join(missing)}"
+        )
+    return EngineChoice(spec, factory, _capabilities(factory, spec), spec)
+
+
+def require_adapter(engine: Any, spec: str) -> None:
+    """Raise :class:`EngineSpecError` when ``engine``, built by ``--engine spec``, lacks a member of the protocol."""
+    missing = [n for n in ADAPTER_METHODS if not callable(getattr(engine, n, None))]
+    missing += [n for n in ADAPTER_ATTRIBUTES if not hasattr(engine, n)]
+    if missing:
+        raise EngineSpecError(
+            f"--engine {spec}: the engine it built ({type(engine).__name__}) does not satisfy the engine adapter "
+            f"protocol: no member {', '.join(missing)} (docs/adapters.md)"
+        )
+
+
+__all__ = [
+    "ADAPTER_ATTRIBUTES",
+    "ADAPTER_METHODS",
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "EngineChoice",
+    "EngineSpecError",
+    "engine_from_factory",
+    "missing_methods",
+    "registered_engines",
+    "require_adapter",
+    "resolve_engine",
+]
