@@ -22,12 +22,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from graphcheck.adapter import EngineFactory
-from graphcheck.check.checker import Checker, builtin_engine
-from graphcheck.check.engines import engine_from_factory
 from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, Scenario, validate
 from graphcheck.strategies import engine_configs, request_specs
-from graphcheck.suites.properties import backend_from_env, failure_message
+from graphcheck.suites.properties import backend_from_env, checker
 
 #: Requests waiting or running at once, beyond which ``join`` is not offered (keeps runs cheap).
 MAX_LIVE = 6
@@ -43,6 +41,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.scenario: Scenario | None = None
         self.backend: Any = None
         self.lockstep: Any = None
+        self.checker: Any = None
         self.t = 0  # the step the next ``step`` runs; events added now happen at step t
         self.live: list[str] = []  # joined, not aborted, not finished (in arrival order)
         self.joined = 0
@@ -52,10 +51,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     def start(self, config: EngineConfig) -> None:
         self.scenario = validate(Scenario(config, (), (), num_steps=1, name="lifecycle-machine"))
         self.backend = backend_from_env()
-        factory = type(self).engine_factory
-        engine = builtin_engine() if factory is None else engine_from_factory(factory)
+        self.checker = checker(type(self).engine_factory, self.faults, self.backend)
         with single_threaded(self.backend):
-            self.lockstep = Checker(self.backend, engine, faults=tuple(self.faults)).build(self.scenario)
+            self.lockstep = self.checker.build(self.scenario)
 
     # ------------------------------------------------------------------ events for step t
     def _update(self, **changes: Any) -> None:
@@ -128,7 +126,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     def no_failing_divergence(self) -> None:
         if self.lockstep is not None:
             outcome = self.lockstep.outcome
-            assert outcome.first is None, failure_message(outcome, self.replayable())
+            assert outcome.first is None, self.checker.failure_report(
+                dataclasses.replace(outcome, scenario=self.replayable())
+            )
 
     # ------------------------------------------------------------------ replay
     def replayable(self) -> Scenario:

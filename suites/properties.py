@@ -1,10 +1,11 @@
 """The one property every suite checks, and a pytest test per suite.
 
 The property: the lockstep run of a scenario (reference, eager engine and
-graph engine stepped together) has no failing divergence. ``check`` runs it
-and returns the CheckOutcome; ``assert_clean`` turns a failing outcome into
-an AssertionError whose message is the first divergence's headline plus the
-replayable scenario JSON.
+graph engine stepped together) has no failing divergence. ``checker`` is the
+``graphcheck.check.checker.Checker`` of an engine factory; ``check`` runs a
+scenario and returns the CheckOutcome; ``property_test`` raises the checker's
+ScenarioDiverged (its ``failure_report``: the first divergence, where it
+began, the replay command and the scenario JSON).
 
 The backend comes from ``GRAPHCHECK_BACKEND`` (default ``cpu``), and
 ``GRAPHCHECK_EMULATE=1`` runs that backend's framework path on the CPU with
@@ -49,35 +50,31 @@ def check(
     *,
     engine_factory: EngineFactory | None = None,
 ) -> CheckOutcome:
-    """``Checker(backend, engine).run(scenario)``; backend default: backend_from_env(), engine: the built-in one."""
+    """``checker(engine_factory, faults, backend).run(scenario)``."""
+    return checker(engine_factory, faults, backend).run(scenario)
+
+
+def checker(engine_factory: EngineFactory | None = None, faults: Sequence[str] = (), backend: Any = None) -> Checker:
+    """The Checker of ``engine_factory`` (None: the built-in engine) on ``backend`` (None: backend_from_env())."""
     backend = backend if backend is not None else backend_from_env()
     engine = builtin_engine() if engine_factory is None else engine_from_factory(engine_factory)
-    return Checker(backend, engine, faults=tuple(faults)).run(scenario)
-
-
-def failure_message(outcome: CheckOutcome, scenario: Scenario | None = None) -> str:
-    """The first divergence's headline, then the scenario as a replayable JSON file body."""
-    first = outcome.first
-    headline = first.headline() if first is not None else "no failing divergence"
-    scenario = scenario if scenario is not None else outcome.scenario
-    return f"{headline}\nsave as FILE.json and run `graphcheck replay FILE.json`:\n{scenario.to_json()}"
-
-
-def assert_clean(outcome: CheckOutcome) -> None:
-    assert outcome.clean, failure_message(outcome)
+    return Checker(backend, engine, faults=tuple(faults))
 
 
 def property_test(
     suite: Suite, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None
 ) -> Callable[[], None]:
-    """A Hypothesis test (settings from the active profile) of ``suite``'s property."""
+    """A Hypothesis test (settings from the active profile) of ``suite``'s property.
+
+    A failing example raises ScenarioDiverged (an AssertionError) with ``Checker.failure_report``.
+    """
 
     def test(scenario: Scenario) -> None:
-        assert_clean(check(scenario, faults=faults, engine_factory=engine_factory))
+        checker(engine_factory, faults).check(scenario)
 
     test.__name__ = test.__qualname__ = f"test_suite_{suite.name}"
     test.__doc__ = f"Suite {suite.name!r}: {suite.description}"
     return given(suite.strategy())(test)
 
 
-__all__ = ["assert_clean", "backend_from_env", "check", "failure_message", "property_test", "single_threaded"]
+__all__ = ["backend_from_env", "check", "checker", "property_test", "single_threaded"]

@@ -42,9 +42,9 @@ def scenario_file(name: str) -> str:
     return f"{SCENARIO_DIR}/{name or CLEAN_LABEL}.json"
 
 
-def replay_command(path: Path, backend: str, emulate: bool, fault: str) -> str:
+def replay_command(path: Path, backend: str, emulate: bool, fault: str, engine: str = "builtin") -> str:
     """The replay command of one catalog scenario ("" = the clean engine, nothing injected)."""
-    return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else ())
+    return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else (), engine=engine)
 
 
 def localisation_dict(loc: Localisation | None) -> dict[str, Any] | None:
