@@ -19,6 +19,8 @@ def faults_command(args: argparse.Namespace) -> int:
         console.print(f"engine {engine.spec} ({engine.source})", markup=False, highlight=False)
         for line in engine.capabilities.describe():
             console.print(f"  {line}", markup=False, highlight=False)
+        optional = ", ".join(engine.optional_members()) or "none seen on the factory (an engine may still have them)"
+        console.print(f"  optional members: {optional}", markup=False, highlight=False)
     if faults:
         console.print(faults_table({f.name: f for f in faults}))
         names = engine.capabilities.fault_names
