@@ -46,6 +46,9 @@ _PUBLIC = {
     "GraphcheckError": "graphcheck.errors",
     "InputError": "graphcheck.errors",
     "BackendUnavailableError": "graphcheck.errors",
+    "ResourceError": "graphcheck.errors",
+    "EngineError": "graphcheck.errors",
+    "DivergenceError": "graphcheck.errors",
     "EngineOutOfMemory": "graphcheck.check.records",
 }
 

@@ -24,16 +24,19 @@ from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, replay_command_line
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.threads import single_threaded
+from graphcheck.errors import DivergenceError
 from graphcheck.scenario import Scenario
 
 if TYPE_CHECKING:
     from graphcheck.backends.devices import Device
 
 
-class ScenarioDiverged(AssertionError):
+class ScenarioDiverged(DivergenceError, AssertionError):
     """A lockstep run found a failing divergence; ``outcome`` is the whole run.
 
-    An AssertionError, so Hypothesis treats it as a failing example and shrinks it.
+    An AssertionError, so Hypothesis treats it as a failing example and shrinks it (and
+    pytest reports a failed test, not an error); a ``graphcheck.errors.DivergenceError``
+    like every exception graphcheck raises on purpose.
     The message is built when it is first shown: only then is the scenario re-run
     with a kernel trace to say where it diverged (not for every example a shrink
     tries).

@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from graphcheck.backends.devices import resolve
 from graphcheck.cli import exitcodes
-from graphcheck.cli.common import check_faults, check_setup, make_dir, resolve_backend
+from graphcheck.cli.common import check_faults, check_setup, make_dir
 from graphcheck.cli.console import make_console
 from graphcheck.errors import InputError
 
@@ -26,7 +27,7 @@ MAX_SEEDS = 1000
 def catalog_command(args: argparse.Namespace) -> int:
     """Exit 0 when every fault was caught (at every seed, with ``--seeds``) and the clean engine is clean."""
     _check_options(args)
-    backend = resolve_backend(args.backend, args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate)
     names = _fault_names(args.fault)
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
