@@ -12,9 +12,9 @@ emulated NPU device module (``graphcheck.backends.graphs.npu_emulated``), so the
 pool, task groups and update hook run too; reports name it ``npu-emulated``.
 
 User errors (an unknown name, a missing framework or device) raise
-:class:`UnknownBackend` or :class:`BackendUnavailable`, both
-:class:`BackendError`: their message is the whole story, for the CLI to print
-without a traceback. Frameworks are imported only when a backend needs them
+:class:`UnknownBackend` (an ``InputError``) or :class:`BackendUnavailable` (a
+``BackendUnavailableError``), both :class:`BackendError`: their message is the
+whole story, for the CLI to print without a traceback. Frameworks are imported only when a backend needs them
 (paddle only for ``xpu`` and by :func:`available_backends`). torch_npu is
 imported only by ``resolve("npu")`` (through ``graphcheck.backends.graphs.npu.load_npu_binding``)
 and by :func:`available_backends` when the Ascend toolkit is present: installing
@@ -33,21 +33,27 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from graphcheck.errors import BackendUnavailableError, GraphcheckError, InputError
+
 from .graphs.base import GraphRunner
 
 BACKENDS = ("cpu", "cuda", "npu", "xpu")
 
 
-class BackendError(Exception):
+class BackendError(GraphcheckError):
     """A backend cannot be used as asked; the message says why and what to do."""
 
 
-class UnknownBackend(BackendError, ValueError):
-    """No backend has that name."""
+class UnknownBackend(BackendError, InputError, ValueError):
+    """No backend has that name (bad input: an ``InputError``, and a ``ValueError`` as before)."""
 
 
-class BackendUnavailable(BackendError):
-    """The backend exists but this machine lacks its framework, device or implementation."""
+class BackendUnavailable(BackendError, BackendUnavailableError):
+    """The backend exists but this machine lacks its framework, device or implementation.
+
+    A ``graphcheck.BackendUnavailableError``: ``except graphcheck.BackendUnavailableError``
+    catches what ``graphcheck.resolve`` raises.
+    """
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,9 @@ _PUBLIC = {
     "GraphcheckError": "graphcheck.errors",
     "InputError": "graphcheck.errors",
     "BackendUnavailableError": "graphcheck.errors",
+    "ResourceError": "graphcheck.errors",
+    "EngineError": "graphcheck.errors",
+    "DivergenceError": "graphcheck.errors",
     "EngineOutOfMemory": "graphcheck.check.records",
 }
 
@@ -72,17 +75,42 @@ def __dir__() -> list[str]:
 MAPPED_PACKAGES = ("reference", "backends", "suites")
 
 
-def _find_checkout_packages() -> None:
-    """Run from a source checkout (PYTHONPATH, no install): find graphcheck.reference & co. beside us.
+class _CheckoutFolders:
+    """A meta path finder for a source checkout: ``graphcheck.<name>`` is ``<root>/<name>``, for exactly
+    the ``MAPPED_PACKAGES``; their submodules are then found through their ``__path__`` as usual.
 
-    Adds the checkout's root to this package's ``__path__``, so ``graphcheck.reference``
-    is ``<root>/reference``, the module an installed graphcheck maps there. Only
-    when those folders are there and not already installed inside this package.
+    Nothing else under ``<root>`` becomes part of graphcheck (no ``graphcheck.tests``, no
+    ``graphcheck.graphcheck``), so every module has one name.
     """
+
+    def __init__(self, root: _Path) -> None:
+        self.root = root
+        self.folders = {f"{__name__}.{name}": root / name for name in MAPPED_PACKAGES}
+
+    def find_spec(self, fullname: str, path: _Any = None, target: _Any = None) -> _Any:
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        from importlib.util import spec_from_file_location
+
+        return spec_from_file_location(fullname, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+
+def _find_checkout_packages() -> None:
+    """Run from a source checkout (PYTHONPATH, or an editable install): find graphcheck.reference & co. beside us.
+
+    Puts a :class:`_CheckoutFolders` first on ``sys.meta_path`` (ahead of any other install's
+    finder), so ``graphcheck.reference`` is ``<root>/reference``, the module an installed
+    graphcheck maps there. Only when those folders are there and not already installed inside
+    this package; once per checkout.
+    """
+    import sys
+
     here = _Path(__file__).resolve().parent
     root = here.parent
     if all((root / name / "__init__.py").is_file() and not (here / name).exists() for name in MAPPED_PACKAGES):
-        __path__.append(str(root))  # noqa: F821  (a package's __path__)
+        sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != _CheckoutFolders.__name__]
+        sys.meta_path.insert(0, _CheckoutFolders(root))
 
 
 _find_checkout_packages()

@@ -1,4 +1,23 @@
-"""graphcheck's errors: what went wrong, in domain terms. Only the command line maps them to exit codes."""
+"""graphcheck's errors: what went wrong, in domain terms. Only the command line maps them to exit codes.
+
+Every exception graphcheck raises on purpose derives from :class:`GraphcheckError`,
+through one of these families (``graphcheck.cli.exitcodes`` gives each its exit code)::
+
+    GraphcheckError
+        InputError               a bad option value or input: ScenarioError, OracleError,
+                                 UnknownBackend, UnknownFault
+        BackendUnavailableError  a backend this machine cannot run: BackendUnavailable, NpuUnavailable
+        ResourceError            the machine ran out of something: EngineOutOfMemory
+        EngineError              an engine or graph runner cannot do what it was asked:
+                                 CaptureError (HostSyncInCapture, EscapedOpError),
+                                 PoisonedTensorError, EngineNotRestorable
+        DivergenceError          a check failed: ScenarioDiverged (also an AssertionError)
+
+The concrete classes live beside the code that raises them; several keep a builtin
+base as well (ScenarioError is a ValueError, CaptureError a RuntimeError, ...), so
+code that caught those goes on catching them. The standard library only: the
+engine (``graphcheck.backends``) and the reference import this module too.
+"""
 
 
 class GraphcheckError(Exception):
@@ -6,8 +25,34 @@ class GraphcheckError(Exception):
 
 
 class InputError(GraphcheckError):
-    """A bad option value or input (a suite name, a database location, a report folder)."""
+    """A bad option value or input (a suite name, a database location, a report folder, a scenario)."""
 
 
 class BackendUnavailableError(GraphcheckError):
     """The backend's framework or device is missing."""
+
+
+class ResourceError(GraphcheckError):
+    """The machine ran out of something a check needs (memory): its limit, never a finding about the engine."""
+
+
+class EngineError(GraphcheckError):
+    """An engine or its graph runner cannot do what it was asked (a capture rule broken, a checkpoint lost).
+
+    Inside a lockstep run such an error is itself the finding (a ``capture`` or ``crash``
+    divergence); one that escapes a run is a bug to read with its traceback, not a user error.
+    """
+
+
+class DivergenceError(GraphcheckError):
+    """A check found a failing divergence: the finding itself, raised for test frameworks (``ScenarioDiverged``)."""
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "DivergenceError",
+    "EngineError",
+    "GraphcheckError",
+    "InputError",
+    "ResourceError",
+]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.errors import InputError
 from graphcheck.memory_estimate import (
     MemoryEstimate,
     engine_memory,
@@ -72,8 +73,8 @@ DEFAULT_MAX_ENGINE_BYTES = 4 * 2**30
 MAX_ENGINE_MEMORY_ENV = "GRAPHCHECK_MAX_ENGINE_MEMORY"
 
 
-class ScenarioError(ValueError):
-    """A scenario field is missing, malformed or out of range.
+class ScenarioError(InputError, ValueError):
+    """A scenario field is missing, malformed or out of range (bad input; still a ValueError too).
 
     ``field`` is a path such as ``requests[2].top_p``; the message names the
     allowed range and the value that was given.

@@ -5,6 +5,9 @@ standard library and graphcheck.scenario (plus graphcheck.driver to run a
 scenario), never an engine framework.
 """
 
+if __name__ != "graphcheck.reference":  # the checkout's reference/ folder, imported by its bare name
+    raise ImportError(f"{__name__} is graphcheck.reference under another name: import graphcheck.reference instead")
+
 from graphcheck.reference.decoder import ReferenceDecoder, decode, reasoning_status_at
 from graphcheck.reference.model import wrap
 from graphcheck.reference.rng import add_mod, mix64, uniform, uniform_open0

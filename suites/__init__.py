@@ -10,6 +10,9 @@ this registry by name (``graphcheck.search.suite_registry.load_suites``).
 
 from __future__ import annotations
 
+if __name__ != "graphcheck.suites":  # the checkout's suites/ folder, imported by its bare name
+    raise ImportError(f"{__name__} is graphcheck.suites under another name: import graphcheck.suites instead")
+
 from graphcheck.search.suite_registry import Suite
 from graphcheck.suites import combinations as combo
 from graphcheck.suites import scenarios as sc

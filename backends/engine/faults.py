@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import AbstractSet, Iterable
 
 from graphcheck.capabilities import Fault
+from graphcheck.errors import InputError
 
 #: Bug classes are numbered 1..NUM_BUG_CLASSES in docs/bug-classes.md.
 NUM_BUG_CLASSES = 17
@@ -248,8 +249,8 @@ _CATALOG = (
 FAULTS: dict[str, Fault] = {f.name: f for f in _CATALOG}
 
 
-class UnknownFault(ValueError):
-    pass
+class UnknownFault(InputError, ValueError):
+    """No fault has that name (bad input from a command line or a report; an InputError)."""
 
 
 def check_faults(names: Iterable[str]) -> frozenset[str]:

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphcheck.backends.graphs.base import iter_tensors
+from graphcheck.errors import EngineError
 
 
-class EngineNotRestorable(RuntimeError):
+class EngineNotRestorable(EngineError, RuntimeError):
     """A tensor the checkpoint would bind again no longer exists (the engine dropped it)."""
 
 

@@ -25,10 +25,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
+from graphcheck.errors import EngineError
+
 from . import kernels
 
 
-class CaptureError(RuntimeError):
+class CaptureError(EngineError, RuntimeError):
     """The region cannot be captured as written."""
 
 
@@ -40,7 +42,7 @@ class EscapedOpError(CaptureError):
     """Device work in the region that the graph would not contain on replay."""
 
 
-class PoisonedTensorError(RuntimeError):
+class PoisonedTensorError(EngineError, RuntimeError):
     """A tensor the capture allocated was read before the graph's first replay."""
 
 

@@ -50,6 +50,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from graphcheck.errors import BackendUnavailableError
+
 from . import kernels
 from .base import CaptureError, Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
@@ -58,7 +60,7 @@ from .torch_ops import TorchOps
 from .warmup import ArgRecorder, region_label, restore, warm_up
 
 
-class NpuUnavailable(RuntimeError):
+class NpuUnavailable(BackendUnavailableError, RuntimeError):
     """torch_npu cannot be loaded here; the message says why."""
 
 

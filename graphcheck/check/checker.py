@@ -33,6 +33,7 @@ from graphcheck.check.records import CheckOutcome, Localisation, replay_command_
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.threads import single_threaded
 from graphcheck.check.timings import LockstepTimings
+from graphcheck.errors import DivergenceError
 from graphcheck.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -45,10 +46,12 @@ def builtin_engine() -> EngineChoice:
     return resolve_engine(BUILTIN)
 
 
-class ScenarioDiverged(AssertionError):
+class ScenarioDiverged(DivergenceError, AssertionError):
     """A check found a failing divergence; ``outcome`` is the whole run.
 
-    An AssertionError, so Hypothesis treats it as a failing example and shrinks it.
+    An AssertionError, so Hypothesis treats it as a failing example and shrinks it (and
+    pytest reports a failed test, not an error); a ``graphcheck.errors.DivergenceError``
+    like every exception graphcheck raises on purpose.
     The message is built when it is first shown: only then is the scenario re-run
     with a kernel trace to say where it diverged (not for every example a shrink
     tries).

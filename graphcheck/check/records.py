@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence, failing
+from graphcheck.errors import ResourceError
 from graphcheck.scenario import Scenario, StepResult
 
 SOURCES = ("reference", "eager", "graph")
@@ -162,8 +163,8 @@ class CheckOutcome:
         return not self.failures
 
 
-class EngineOutOfMemory(Exception):
-    """Building or capturing an engine (or setting up the reference) ran out of memory.
+class EngineOutOfMemory(ResourceError):
+    """Building or capturing an engine (or setting up the reference) ran out of memory (a ResourceError).
 
     The machine's limit, not a finding: ``Lockstep(...)`` (and so ``check_scenario``)
     raises this instead of recording a ``capture`` divergence. ``str(exc)`` is one

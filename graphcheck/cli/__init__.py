@@ -4,8 +4,8 @@
 in the module of that name; ``common`` holds what they share. Only this package
 knows exit codes (``exitcodes``): 0 clean, 1 divergence, 2 usage error or bad
 input, 3 backend unavailable, 130 interrupted (Ctrl-C). ``main`` maps the
-domain's errors (``graphcheck.errors``) to them; a user error prints one line
-on stderr, never a traceback.
+domain's errors (``graphcheck.errors``) to them through one table,
+``exitcodes.EXITS``; a user error prints one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from graphcheck.check.records import EngineOutOfMemory
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
-from graphcheck.errors import BackendUnavailableError, InputError
-from graphcheck.scenario import ScenarioError
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -54,21 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = ["graphcheck", *argv]
         return _dispatch(args)
-    except InputError as err:
-        print(f"graphcheck: error: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except ScenarioError as err:
-        print(f"graphcheck: bad scenario: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except EngineOutOfMemory as err:
-        print(f"graphcheck: {err}", file=sys.stderr)
-        return exitcodes.USAGE
-    except BackendUnavailableError as err:
-        print(f"graphcheck: backend unavailable: {err}", file=sys.stderr)
-        return exitcodes.BACKEND_UNAVAILABLE
-    except KeyboardInterrupt:
-        print("graphcheck: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+    except BaseException as err:  # the table decides; what it does not list goes on as it came
+        ending = exitcodes.exit_for(err)
+        if ending is None:
+            raise
+        print(ending.message(err), file=sys.stderr)
+        return ending.code
 
 
 __all__ = ["main"]

@@ -6,9 +6,10 @@ import argparse
 import time
 from pathlib import Path
 
+from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import resolve_engine
 from graphcheck.cli import exitcodes
-from graphcheck.cli.common import claim_run_dir, make_dir, resolve_backend
+from graphcheck.cli.common import claim_run_dir, make_dir
 from graphcheck.cli.console import make_console
 from graphcheck.errors import InputError
 
@@ -33,7 +34,7 @@ def bench_command(args: argparse.Namespace) -> int:
     checkout = Path(args.baseline) if args.baseline and Path(args.baseline).is_dir() else None
     # A baseline file is read (and a bad one refused) before anything runs; a checkout is measured first.
     baseline = read_baseline(Path(args.baseline)) if args.baseline and checkout is None else None
-    backend = resolve_backend(args.backend, args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate)
     engine = resolve_engine(args.engine)  # a bad SPEC is exit 2 here, not a failure inside every benchmark
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)

@@ -14,9 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.cli import exitcodes
-from graphcheck.cli.common import check_faults, check_setup, make_dir, resolve_backend
+from graphcheck.cli.common import check_faults, check_setup, make_dir
 from graphcheck.cli.console import make_console
 from graphcheck.errors import InputError
 
@@ -31,7 +32,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     names = _fault_names(args.fault, engine)
     if not names:
         raise InputError(f"engine {engine.spec} declares no injectable faults: there is nothing to catalog")
-    backend = resolve_backend(args.backend, args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate)
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
     if args.seeds is not None:

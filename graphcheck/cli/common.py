@@ -1,7 +1,7 @@
-"""What the subcommands share: backends and faults by name, output folders, the run plan, reports.
+"""What the subcommands share: faults and suites by name, output folders, the run plan, reports.
 
-Domain errors come out as ``graphcheck.errors`` (InputError, BackendUnavailableError);
-``graphcheck.cli.main`` maps them to exit codes.
+Errors come out as they are raised (``graphcheck.errors`` and its subclasses, an
+unknown backend or fault included); ``graphcheck.cli.main`` maps them to exit codes.
 """
 
 from __future__ import annotations
@@ -19,23 +19,11 @@ from graphcheck.check.engines import EngineChoice
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import SituationRow
-from graphcheck.errors import BackendUnavailableError, InputError
+from graphcheck.errors import InputError
 from graphcheck.search.database import ENV_VAR as DATABASE_ENV
 from graphcheck.search.database import DatabaseSpec
 from graphcheck.search.fuzz import FuzzResult
 from graphcheck.search.suite_registry import Suite, load_suites
-
-
-def resolve_backend(name: str, emulate: bool) -> Any:
-    """backends.devices.resolve, with its errors mapped to exit codes."""
-    from graphcheck.backends.devices import BackendUnavailable, UnknownBackend, resolve
-
-    try:
-        return resolve(name, emulate=emulate)
-    except UnknownBackend as err:
-        raise InputError(str(err)) from None
-    except BackendUnavailable as err:
-        raise BackendUnavailableError(str(err)) from None
 
 
 def check_faults(names: list[str] | None, engine: EngineChoice) -> tuple[str, ...]:
@@ -239,7 +227,6 @@ __all__ = [
     "open_database",
     "pick_suites",
     "publish_github",
-    "resolve_backend",
     "run_info",
     "suite_runs",
     "write_reports",

@@ -1,7 +1,65 @@
-"""Documented exit codes of the graphcheck command line."""
+"""Documented exit codes of the graphcheck command line, and the one table saying which error ends in which.
+
+A subcommand returns ``CLEAN`` or ``DIVERGENCE`` (or ``INTERRUPTED``) itself; an exception
+that reaches ``graphcheck.cli.main`` ends the way ``EXITS`` says for its class, looked up
+along the class's MRO so that a subclass takes its nearest listed base's entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from graphcheck.errors import (
+    BackendUnavailableError,
+    DivergenceError,
+    EngineError,
+    GraphcheckError,
+    InputError,
+    ResourceError,
+)
+from graphcheck.scenario import ScenarioError
 
 CLEAN = 0  #: every check agreed
 DIVERGENCE = 1  #: at least one divergence between eager, graph and reference
 USAGE = 2  #: bad command line or bad input (a malformed scenario file, say)
 BACKEND_UNAVAILABLE = 3  #: the backend's framework or device is missing
 INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT); what was found so far is in the report
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How ``main`` ends on an error: its exit code, and the one line it prints on stderr.
+
+    ``line`` is formatted with ``error`` (the exception) and printed after ``graphcheck: ``.
+    """
+
+    code: int
+    line: str = "{error}"
+
+    def message(self, error: BaseException) -> str:
+        return "graphcheck: " + self.line.format(error=error)
+
+
+#: Error class -> how ``main`` ends on it; None: not a user error, so the traceback stays
+#: (an engine failure outside a lockstep run is a bug to read in full). A class that is not
+#: listed takes the entry of the first listed class in its MRO; one with none propagates.
+EXITS: Mapping[type[BaseException], Exit | None] = {
+    GraphcheckError: None,
+    InputError: Exit(USAGE, "error: {error}"),
+    ScenarioError: Exit(USAGE, "bad scenario: {error}"),
+    ResourceError: Exit(USAGE),  # the machine's limit (EngineOutOfMemory): its message says so
+    BackendUnavailableError: Exit(BACKEND_UNAVAILABLE, "backend unavailable: {error}"),
+    DivergenceError: Exit(DIVERGENCE, "{error}"),
+    EngineError: None,
+    KeyboardInterrupt: Exit(INTERRUPTED, "interrupted"),
+}
+
+
+def exit_for(error: BaseException | type[BaseException]) -> Exit | None:
+    """``EXITS``' entry for ``error`` (an exception or its class): its own, else its nearest listed base's."""
+    cls = error if isinstance(error, type) else type(error)
+    for base in cls.__mro__:
+        if base in EXITS:
+            return EXITS[base]
+    return None

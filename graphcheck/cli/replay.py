@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from graphcheck import github
+from graphcheck.backends.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.setup import CheckSetup
@@ -18,7 +19,6 @@ from graphcheck.cli.common import (
     check_writable_file,
     claim_run_dir,
     publish_github,
-    resolve_backend,
     write_reports,
 )
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
@@ -36,7 +36,7 @@ def replay_command(args: argparse.Namespace) -> int:
     scenario = setup.apply(load_scenario(str(target.scenario_path)))
     setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults), engine)
-    backend = resolve_backend(target.backend, target.emulate)
+    backend = resolve(target.backend, emulate=target.emulate)
     checker = Checker(backend, engine, setup, faults)
     scenario = checker.prepare(scenario)
     if getattr(args, "junit", None):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from graphcheck import github
+from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
@@ -26,7 +27,6 @@ from graphcheck.cli.common import (
     open_database,
     pick_suites,
     publish_github,
-    resolve_backend,
     write_reports,
 )
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
@@ -53,7 +53,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     xdist_args = check_options(jobs, getattr(args, "xdist_args", ""))
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
-    backend = resolve_backend(args.backend, args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate)
     database, example_db = open_database(getattr(args, "database", None))
     plan = RunPlan(
         backend,
