@@ -59,8 +59,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from graphcheck.model_report import ModelStep
-from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec
 from graphcheck.state import EngineState
+from graphcheck.step_result import StepResult
 
 if TYPE_CHECKING:
     from graphcheck.backends.devices import Device

@@ -739,13 +739,10 @@ def _check_memory(field: str, estimate: MemoryEstimate, limit: int | None) -> No
 
 
 __all__ = [
-    "AMBIGUITY_EPS",
     "AcceptOverride",
     "DEFAULT_MAX_ENGINE_BYTES",
     "MAX_ENGINE_MEMORY_ENV",
     "MemoryEstimate",
-    "RequestStep",
-    "StepResult",
     "EngineConfig",
     "ReasoningChange",
     "RequestSpec",
@@ -760,47 +757,3 @@ __all__ = [
     "parse_memory_size",
     "validate",
 ]
-
-
-# ---------------------------------------------------------------------------
-# Step results: what the reference and every engine report after a step.
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RequestStep:
-    """One request's outcome of one step (only requests that ran in the step appear).
-
-    ``seq_len`` counts positions that hold target KV (committed length - 1);
-    ``draft_tokens`` are the proposals for the next step (empty when the drafter
-    skipped or in NAIVE mode); ``ambiguous`` is set by the reference only, when a
-    sampling decision sat within AMBIGUITY_EPS of a float boundary.
-    """
-
-    request_id: str
-    accept_tokens: tuple[int, ...]
-    draft_tokens: tuple[int, ...]
-    infer_seed: int
-    step_idx: int
-    seq_len: int
-    stopped: bool
-    ambiguous: bool = False
-
-    @property
-    def accept_num(self) -> int:
-        return len(self.accept_tokens)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """All requests that ran in step ``step``, ordered by request id."""
-
-    step: int
-    requests: tuple[RequestStep, ...]
-
-    def by_id(self) -> dict[str, RequestStep]:
-        return {r.request_id: r for r in self.requests}
-
-
-#: Float decisions closer than this to their threshold are ambiguous across libraries.
-AMBIGUITY_EPS = 1e-9

@@ -33,8 +33,9 @@ from graphcheck.adapter import (
     StepReport,
 )
 from graphcheck.check.runner import LockstepRunner
-from graphcheck.scenario import RequestSpec, StepResult
+from graphcheck.scenario import RequestSpec
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.step_result import StepResult
 
 torch = pytest.importorskip("torch")
 

@@ -33,8 +33,9 @@ from graphcheck.backends.engine.float_weights import (
 from graphcheck.check.threads import single_threaded
 from graphcheck.driver import apply_events
 from graphcheck.reference import make_weights
-from graphcheck.scenario import Scenario, StepResult
+from graphcheck.scenario import Scenario
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.step_result import StepResult
 
 from _engine_scenarios import SCOPES
 from _fault_scenarios import FAULT_SCENARIOS

@@ -112,8 +112,9 @@ from graphcheck.backends.graphs.base import iter_tensors, never_holds_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
-from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec
 from graphcheck.state import EngineState
+from graphcheck.step_result import RequestStep, StepResult
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from graphcheck.driver import run_script
-from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
+from graphcheck.step_result import StepResult
 
 #: Prompts of a peer test: fixed, of different lengths; batch size b uses the first b.
 PROMPTS: tuple[tuple[int, ...], ...] = (

@@ -34,14 +34,8 @@ from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, S
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
 from graphcheck.driver import apply_events
-from graphcheck.scenario import (
-    DEFAULT_MAX_ENGINE_BYTES,
-    MAX_ENGINE_MEMORY_ENV,
-    Scenario,
-    StepResult,
-    engine_memory,
-    format_bytes,
-)
+from graphcheck.scenario import DEFAULT_MAX_ENGINE_BYTES, MAX_ENGINE_MEMORY_ENV, Scenario, engine_memory, format_bytes
+from graphcheck.step_result import StepResult
 
 _UNTIMED = nullcontext()
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence, failing
-from graphcheck.scenario import Scenario, StepResult
+from graphcheck.scenario import Scenario
+from graphcheck.step_result import StepResult
 
 SOURCES = ("reference", "eager", "graph")
 
