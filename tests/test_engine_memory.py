@@ -329,11 +329,45 @@ def test_estimate_covers_a_float_model_engine(name: str, monkeypatch: pytest.Mon
 
 
 def test_float_weight_bytes_follow_the_draw_plan() -> None:
-    from graphcheck.backends.engine.float_weights import float_weight_elements
+    import math
+
+    from graphcheck.backends.engine.float_weights import draw_shapes
     from graphcheck.memory_estimate import ACTIVATION_BYTES, weight_bytes
 
     for config, _ in FLOAT_CONFIGS.values():
-        assert weight_bytes(config) == ACTIVATION_BYTES[config.model] * float_weight_elements(config)
+        elements = sum(math.prod(shape) for shape in draw_shapes(config).values())
+        assert weight_bytes(config) == ACTIVATION_BYTES[config.model] * elements
+
+
+@pytest.mark.parametrize("name", [*CONFIGS, *FLOAT_CONFIGS])
+def test_the_engine_allocates_exactly_its_size_tables(name: str) -> None:
+    """Every buffer and weight the engine holds is the one its table names: same shape, same dtype."""
+    pytest.importorskip("torch")
+    from graphcheck.backends.engine import Engine
+    from graphcheck.backends.engine.buffers import buffer_layout
+    from graphcheck.backends.engine.weights import weight_layout
+    from graphcheck.reference import make_weights
+
+    config = {**CONFIGS, **FLOAT_CONFIGS}[name][0]
+    engine = Engine(config, make_weights(config), use_graphs=False)
+    for table, tensors in (
+        (buffer_layout(config), engine.buffers.named_tensors()),
+        (weight_layout(config), engine.weights.named_tensors()),
+    ):
+        held = {n: (tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in tensors.items()}
+        assert held == {n: (spec.shape, spec.dtype) for n, spec in table.items()}
+        assert sum(engine.xp.nbytes(t) for t in tensors.values()) == sum(spec.nbytes for spec in table.values())
+
+
+def test_integer_weights_of_another_shape_are_refused() -> None:
+    pytest.importorskip("torch")
+    from graphcheck.backends.engine import Engine
+    from graphcheck.reference import make_weights
+
+    config = EngineConfig()
+    other = make_weights(dataclasses.replace(config, hidden_size=8))
+    with pytest.raises(ValueError, match="weight embed has shape"):
+        Engine(config, other, use_graphs=False)
 
 
 def test_estimate_grows_with_every_size_knob() -> None:
