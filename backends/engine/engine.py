@@ -69,6 +69,7 @@ import numpy as np
 from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from graphcheck.backends.engine.forward import draft_forward, target_forward
+from graphcheck.backends.engine.memory import engine_memory
 from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
 from graphcheck.backends.engine.restore import restore, take_checkpoint
 from graphcheck.backends.engine.sampling import (
@@ -203,6 +204,10 @@ def _owner_call(method: _Method) -> _Method:
 
 class Engine:
     """Batched, padded, buffer-based MTP decoding engine (see the module docstring)."""
+
+    #: The optional adapter member the memory gate calls before anything is built: the bytes a
+    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``).
+    memory_estimate = staticmethod(engine_memory)
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.check.records import EngineOutOfMemory
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = ["graphcheck", *argv]
         return _dispatch(args)
+    except MemoryLimitError as err:  # worded as before the gate left validation: the scenario is refused
+        print(f"graphcheck: bad scenario: {err}", file=sys.stderr)
+        return exitcodes.USAGE
     except InputError as err:
         print(f"graphcheck: error: {err}", file=sys.stderr)
         return exitcodes.USAGE

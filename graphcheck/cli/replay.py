@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from graphcheck import github
+from graphcheck.backends.engine import Engine
 from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.memory_gate import admit, engine_memory_limit
 from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
@@ -23,7 +25,7 @@ from graphcheck.cli.common import (
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
-from graphcheck.scenario import engine_memory_limit, load_scenario
+from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
 
 
@@ -33,6 +35,7 @@ def replay_command(args: argparse.Namespace) -> int:
     setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
     scenario = setup.apply(load_scenario(str(target.scenario_path)))
     setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
+    admit(scenario, Engine)  # a scenario the engines cannot hold is refused before anything is set up
     faults = check_faults(list(target.faults))
     backend = resolve_backend(target.backend, target.emulate)
     if getattr(args, "junit", None):

@@ -32,6 +32,7 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from graphcheck.check.lockstep import check_scenario
+from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
@@ -178,9 +179,10 @@ def write_pending(path: Path, scenario: Scenario) -> None:
 
 
 class _OutOfMemory(BaseException):
-    """Carries EngineOutOfMemory through Hypothesis, which would take an Exception for a failure to shrink."""
+    """Carries EngineOutOfMemory (or the memory gate's refusal) through Hypothesis, which would take an
+    Exception for a failure to shrink."""
 
-    def __init__(self, error: EngineOutOfMemory) -> None:
+    def __init__(self, error: EngineOutOfMemory | MemoryLimitError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -353,7 +355,7 @@ class _Search:
         write_pending(self.pending_path, scenario)
         try:
             outcome = check_scenario(scenario, self.backend, faults=self.faults, oracle=self.oracle, pool=self.pool)
-        except EngineOutOfMemory as error:  # not a finding: Hypothesis must not shrink it
+        except (EngineOutOfMemory, MemoryLimitError) as error:  # not a finding: Hypothesis must not shrink it
             raise _OutOfMemory(error) from None
         self.examples += 1
         self.steps += outcome.steps_run
