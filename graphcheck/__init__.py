@@ -22,7 +22,7 @@ _PUBLIC = {
     "RequestSpec": "graphcheck.scenario",
     "AcceptOverride": "graphcheck.scenario",
     "ReasoningChange": "graphcheck.scenario",
-    "StepResult": "graphcheck.scenario",
+    "StepResult": "graphcheck.step_result",
     "ScenarioError": "graphcheck.scenario",
     "load_scenario": "graphcheck.scenario",
     # drawing scenarios

@@ -26,6 +26,7 @@ RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
 SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
 StateSnapshots         ``Engine.state_snapshot`` (optional protocol)
 Resettable             ``Engine.reset`` (optional protocol)
+MemoryEstimates        ``Engine.memory_estimate`` (optional, on the factory)
 =====================  ==========================================
 
 Capture and replay themselves are the engine's business: the harness never
@@ -49,6 +50,13 @@ a lockstep run and reused, after ``reset()``, by the next scenario of the same
 configuration (``graphcheck.check.pool``): a fuzzed batch then builds and
 captures one engine pair. An engine without it is built anew for every scenario.
 
+Memory estimate (optional). A factory that implements :class:`MemoryEstimates`
+tells, from the configuration and the requests alone, how much memory the two
+engines of a lockstep run would need; the memory gate
+(``graphcheck.check.memory_gate.admit``) adds the reference's part and refuses a
+scenario above ``$GRAPHCHECK_MAX_ENGINE_MEMORY`` (4 GiB by default) before
+anything is built. A factory without it is never refused.
+
 All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
 checks that the members exist (not their types or semantics; the lockstep run
 checks those).
@@ -58,9 +66,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
+from graphcheck.memory_estimate import MemoryEstimate
 from graphcheck.model_report import ModelStep
-from graphcheck.scenario import EngineConfig, RequestSpec, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec
 from graphcheck.state import EngineState
+from graphcheck.step_result import StepResult
 
 if TYPE_CHECKING:
     from graphcheck.backends.devices import Device
@@ -315,6 +325,20 @@ class ModelReports(Protocol):
 
 
 @runtime_checkable
+class MemoryEstimates(Protocol):
+    """Optional, on the factory (a static or class method, or an attribute of a factory object):
+    the engines' memory, estimated before any of them is built (``graphcheck.check.memory_gate``)."""
+
+    def memory_estimate(self, config: EngineConfig, requests: Sequence[RequestSpec]) -> MemoryEstimate:
+        """Bytes that an eager and a graph engine of ``config`` need for ``requests`` (empty: the
+        config alone), by part: one engine's ``weights`` and ``buffers``, what the graph engine's
+        captured graphs hold (``graphs``) and the largest transient (``working_set``). Leave
+        ``reference`` 0: the gate adds the NumPy reference's part. Pure arithmetic, cheap: it is
+        called for every scenario."""
+        ...
+
+
+@runtime_checkable
 class EngineFactory(Protocol):
     """Builds one engine for a lockstep run; ``Lockstep`` calls it twice per scenario.
 
@@ -366,6 +390,7 @@ __all__ = [
     "EngineAdapter",
     "EngineFactory",
     "GraphInput",
+    "MemoryEstimates",
     "ModelReports",
     "Resettable",
     "RunnerInfo",

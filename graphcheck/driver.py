@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping, Protocol
 
-from graphcheck.scenario import RequestSpec, Scenario, StepResult
+from graphcheck.scenario import RequestSpec, Scenario
+from graphcheck.step_result import StepResult
 
 
 class Decoder(Protocol):

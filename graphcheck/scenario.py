@@ -15,11 +15,11 @@ nesting, lone surrogates, objects of any type), parsing raises nothing else
 and never calls back into the objects it was handed (a subclass of a builtin
 is read at its builtin value), and every message is one short ASCII line.
 
-Validation also bounds the memory a lockstep run of the scenario would take
-on the built-in engine (``engine_memory``): a scenario whose estimate exceeds
-the limit (``DEFAULT_MAX_ENGINE_BYTES``, 4 GiB, or ``$GRAPHCHECK_MAX_ENGINE_MEMORY``)
-is a ScenarioError on ``config`` (or on ``requests``, when the prompts make the
-difference), so an engine that cannot be allocated is never reported as a bug.
+Validation checks the format alone (types, ranges, the ``MAX_*`` limits below),
+the same for every engine: whether an engine can hold a scenario is the
+engine's estimate, judged by the memory gate (``graphcheck.check.memory_gate``)
+before a lockstep run builds anything. What a step reports is
+``graphcheck.step_result``.
 """
 
 from __future__ import annotations
@@ -28,19 +28,11 @@ import dataclasses
 import itertools
 import json
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from graphcheck.contract import CONTRACT_NAMES
 from graphcheck.errors import InputError
-from graphcheck.memory_estimate import (
-    MemoryEstimate,
-    engine_memory,
-    estimated_engine_bytes,
-    format_bytes,
-    parse_memory_size,
-)
 
 FORMAT_VERSION = 1
 
@@ -67,10 +59,6 @@ MAX_CANDIDATE_LEN = 10
 TEMPERATURE_RANGE = (0.05, 10.0)
 MAX_REQUEST_ID_LEN = 64
 MAX_NAME_LEN = 200
-
-#: The default ceiling on ``engine_memory(...).total``; $GRAPHCHECK_MAX_ENGINE_MEMORY overrides it.
-DEFAULT_MAX_ENGINE_BYTES = 4 * 2**30
-MAX_ENGINE_MEMORY_ENV = "GRAPHCHECK_MAX_ENGINE_MEMORY"
 
 
 class ScenarioError(InputError, ValueError):
@@ -179,18 +167,14 @@ class Scenario:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes, *, max_engine_bytes: int | None = None) -> Scenario:
-        """Parse and validate JSON text (a str, or UTF-8 bytes); every failure is a ScenarioError.
-
-        ``max_engine_bytes``: the memory limit (see ``engine_memory_limit``); None reads
-        $GRAPHCHECK_MAX_ENGINE_MEMORY, else DEFAULT_MAX_ENGINE_BYTES.
-        """
-        return cls.from_dict(_load_json(text), max_engine_bytes=max_engine_bytes)
+    def from_json(cls, text: str | bytes) -> Scenario:
+        """Parse and validate JSON text (a str, or UTF-8 bytes); every failure is a ScenarioError."""
+        return cls.from_dict(_load_json(text))
 
     @classmethod
-    def from_dict(cls, data: Any, *, max_engine_bytes: int | None = None) -> Scenario:
+    def from_dict(cls, data: Any) -> Scenario:
         """Validate a decoded scenario (any object: every problem is a ScenarioError naming its field)."""
-        return _parse_scenario(data, _limit(max_engine_bytes))
+        return _parse_scenario(data)
 
     # -- convenience ---------------------------------------------------
     def request(self, request_id: str) -> RequestSpec:
@@ -603,12 +587,11 @@ def _parse_format(value: Any) -> None:
     raise ScenarioError("format", f"must be {FORMAT_VERSION}, got {_show(value)}")
 
 
-def _parse_scenario(data: Any, limit: int | None) -> Scenario:
+def _parse_scenario(data: Any) -> Scenario:
     obj = _obj(data, "", ("config", "requests", "accepts", "num_steps", "name", "format"))
     _parse_format(obj.get("format", FORMAT_VERSION))
     num_steps = _int(obj.get("num_steps", 20), "num_steps", 1, MAX_STEPS)
     cfg = _parse_config(obj.get("config", {}), "config")
-    _check_memory("config", engine_memory(cfg), limit)
     requests = tuple(
         _parse_request(item, f"requests[{i}]", cfg, num_steps)
         for i, item in enumerate(_list(_need(obj, "requests", ""), "requests", 4096))
@@ -618,7 +601,6 @@ def _parse_scenario(data: Any, limit: int | None) -> Scenario:
         if spec.request_id in ids:
             raise ScenarioError(f"requests[{i}].request_id", f"duplicate id {_show(spec.request_id)}")
         ids.add(spec.request_id)
-    _check_memory("requests", engine_memory(cfg, requests), limit)
     accepts = tuple(
         _parse_accept(item, f"accepts[{i}]", cfg, ids, num_steps)
         for i, item in enumerate(_list(obj.get("accepts", []), "accepts", 100_000))
@@ -640,7 +622,7 @@ def _parse_scenario(data: Any, limit: int | None) -> Scenario:
     )
 
 
-def validate(scenario: Scenario, *, max_engine_bytes: int | None = None) -> Scenario:
+def validate(scenario: Scenario) -> Scenario:
     """Re-validate a Scenario built in code (for example by a fuzzer) and return it.
 
     The fields go through the same parser as a file's (``Scenario.from_dict``) without
@@ -651,7 +633,7 @@ def validate(scenario: Scenario, *, max_engine_bytes: int | None = None) -> Scen
         data = scenario.to_dict()
     except (TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise ScenarioError("<scenario>", f"cannot be read ({_type_name(exc)}: {_clip(str(exc))})") from None
-    return Scenario.from_dict(data, max_engine_bytes=max_engine_bytes)
+    return Scenario.from_dict(data)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -675,7 +657,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def load_scenario(path: str, *, max_engine_bytes: int | None = None) -> Scenario:
+def load_scenario(path: str) -> Scenario:
     """Read and validate a scenario file; every failure is a ScenarioError."""
     shown = _clip(str(path), 200)
     try:
@@ -687,121 +669,17 @@ def load_scenario(path: str, *, max_engine_bytes: int | None = None) -> Scenario
         raise ScenarioError("<file>", f"{shown} is not UTF-8 text") from None
     except ValueError as exc:  # a path with a NUL byte, or one the file system cannot encode
         raise ScenarioError("<file>", f"cannot read {shown}: {_clip(str(exc))}") from None
-    return Scenario.from_json(text, max_engine_bytes=max_engine_bytes)
-
-
-def engine_memory_limit(environ: Mapping[str, str] | None = None) -> int | None:
-    """The memory limit of validation: $GRAPHCHECK_MAX_ENGINE_MEMORY, else DEFAULT_MAX_ENGINE_BYTES.
-
-    None when set to ``none``. A malformed value is a ScenarioError on the
-    variable's name (call this once at start-up to fail fast).
-    """
-    env = os.environ if environ is None else environ
-    text = env.get(MAX_ENGINE_MEMORY_ENV)
-    if text is None or not text.strip():
-        return DEFAULT_MAX_ENGINE_BYTES
-    try:
-        return parse_memory_size(text)
-    except ValueError:
-        raise ScenarioError(
-            MAX_ENGINE_MEMORY_ENV,
-            f"must be a byte count such as 4294967296, 4G or 512M (K, M, G, T: powers of 1024), or none; "
-            f"got {_show(text)}",
-        ) from None
-
-
-def _limit(max_engine_bytes: int | None) -> int | None:
-    if max_engine_bytes is None:
-        return engine_memory_limit()
-    if isinstance(max_engine_bytes, bool) or not isinstance(max_engine_bytes, int) or max_engine_bytes <= 0:
-        raise ValueError(f"max_engine_bytes must be a positive int or None, got {max_engine_bytes!r}")
-    return max_engine_bytes
-
-
-def _check_memory(field: str, estimate: MemoryEstimate, limit: int | None) -> None:
-    if limit is None or estimate.total <= limit:
-        return
-    unit, size = ("G", 2**30) if estimate.total >= 2**30 else ("M", 2**20)
-    suggest = f"{-(-estimate.total // size)}{unit}"
-    if field == "config":
-        what = "this engine configuration needs"
-        shrink = "use a smaller max_num_seqs, max_model_len, hidden_size, vocab_size or capture sizes"
-    else:
-        what = "with these requests (prompt lengths, max_dec_len) the run needs"
-        shrink = "use shorter prompts or fewer tokens"
-    raise ScenarioError(
-        field,
-        f"{what} about {format_bytes(estimate.total)} ({estimate.total} bytes) on the built-in engine (per engine "
-        f"{format_bytes(estimate.eager_engine)} of buffers and weights, graphs {format_bytes(estimate.graphs)}, "
-        f"working set {format_bytes(estimate.working_set)}, reference {format_bytes(estimate.reference)}), "
-        f"above the limit of {format_bytes(limit)} ({limit} bytes); {shrink}, or raise the limit with "
-        f"{MAX_ENGINE_MEMORY_ENV}={suggest} (bytes, or a K/M/G/T suffix)",
-    )
+    return Scenario.from_json(text)
 
 
 __all__ = [
-    "AMBIGUITY_EPS",
     "AcceptOverride",
-    "DEFAULT_MAX_ENGINE_BYTES",
-    "MAX_ENGINE_MEMORY_ENV",
-    "MemoryEstimate",
-    "RequestStep",
-    "StepResult",
     "EngineConfig",
     "ReasoningChange",
     "RequestSpec",
     "Scenario",
     "ScenarioError",
     "SEED_MODULUS",
-    "engine_memory",
-    "engine_memory_limit",
-    "estimated_engine_bytes",
-    "format_bytes",
     "load_scenario",
-    "parse_memory_size",
     "validate",
 ]
-
-
-# ---------------------------------------------------------------------------
-# Step results: what the reference and every engine report after a step.
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RequestStep:
-    """One request's outcome of one step (only requests that ran in the step appear).
-
-    ``seq_len`` counts positions that hold target KV (committed length - 1);
-    ``draft_tokens`` are the proposals for the next step (empty when the drafter
-    skipped or in NAIVE mode); ``ambiguous`` is set by the reference only, when a
-    sampling decision sat within AMBIGUITY_EPS of a float boundary.
-    """
-
-    request_id: str
-    accept_tokens: tuple[int, ...]
-    draft_tokens: tuple[int, ...]
-    infer_seed: int
-    step_idx: int
-    seq_len: int
-    stopped: bool
-    ambiguous: bool = False
-
-    @property
-    def accept_num(self) -> int:
-        return len(self.accept_tokens)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """All requests that ran in step ``step``, ordered by request id."""
-
-    step: int
-    requests: tuple[RequestStep, ...]
-
-    def by_id(self) -> dict[str, RequestStep]:
-        return {r.request_id: r for r in self.requests}
-
-
-#: Float decisions closer than this to their threshold are ambiguous across libraries.
-AMBIGUITY_EPS = 1e-9

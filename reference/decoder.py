@@ -20,7 +20,8 @@ from graphcheck.reference.model import Cache, draft_forward, draft_proposal, log
 from graphcheck.reference.rules import decide, next_seed, scored_rows
 from graphcheck.reference.verify import VerifyInput, VerifyResult
 from graphcheck.reference.weights import Weights, make_weights
-from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
+from graphcheck.step_result import RequestStep, StepResult
 
 
 def reasoning_status_at(spec: RequestSpec, t: int) -> int:

@@ -33,7 +33,8 @@ from graphcheck.contract import Contract
 from graphcheck.model_report import ModelStep
 from graphcheck.reference.decoder import ScriptDecoder, _Request
 from graphcheck.reference.rules import drafts_expected
-from graphcheck.scenario import EngineConfig, RequestStep, StepResult
+from graphcheck.scenario import EngineConfig
+from graphcheck.step_result import RequestStep, StepResult
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcheck.reference.rng import uniform, uniform_open0
-from graphcheck.scenario import AMBIGUITY_EPS as EPS
+from graphcheck.step_result import AMBIGUITY_EPS as EPS
 
 
 def as_scores(logits: np.ndarray) -> np.ndarray:

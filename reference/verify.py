@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphcheck.reference.sampling import candidates, greedy, sample, topp_sample
-from graphcheck.scenario import AMBIGUITY_EPS as EPS
+from graphcheck.step_result import AMBIGUITY_EPS as EPS
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,8 @@ from typing import Collection, NamedTuple, Sequence
 from hypothesis import strategies as st
 
 from graphcheck.reference import decode
-from graphcheck.scenario import (
-    AcceptOverride,
-    EngineConfig,
-    ReasoningChange,
-    RequestSpec,
-    Scenario,
-    StepResult,
-    validate,
-)
+from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
+from graphcheck.step_result import StepResult
 from graphcheck.strategies import engine_configs, request_specs, sampling_params
 
 #: A closed walk over the four reasoning statuses taking every one of the 12 transitions once

@@ -17,15 +17,8 @@ if TYPE_CHECKING:
     from graphcheck.backends.engine import Engine
     from graphcheck.reference.weights import Weights
 
-from graphcheck.scenario import (
-    AcceptOverride,
-    EngineConfig,
-    ReasoningChange,
-    RequestSpec,
-    Scenario,
-    StepResult,
-    validate,
-)
+from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
+from graphcheck.step_result import StepResult
 
 SCOPES = ("forward", "forward_sampling", "step")
 DEMO_MODES = ("greedy", "target_match", "topp", "naive")

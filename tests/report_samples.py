@@ -15,8 +15,9 @@ from typing import Sequence
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import SOURCES, Binding, CheckOutcome, Localisation, StepRecord
 from graphcheck.report import RunInfo, SuiteRun
-from graphcheck.scenario import SEED_MODULUS, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.scenario import SEED_MODULUS, RequestSpec, Scenario
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.step_result import RequestStep, StepResult
 
 STALE_CAPTURED = 0x7F3A_0000_4000
 STALE_CURRENT = 0x7F3A_0001_8000

@@ -34,8 +34,9 @@ from graphcheck.adapter import (
 )
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import engine_from_factory
-from graphcheck.scenario import RequestSpec, StepResult
+from graphcheck.scenario import RequestSpec
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.step_result import StepResult
 
 torch = pytest.importorskip("torch")
 

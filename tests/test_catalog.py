@@ -46,8 +46,9 @@ from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog import write_catalog
 from graphcheck.report.catalog_model import CatalogInfo
-from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
 from graphcheck.search.timed_search import Detection, SearchResult, Shrunk, timed_search
+from graphcheck.step_result import RequestStep, StepResult
 from graphcheck.suites import SUITES
 from graphcheck.suites.properties import backend_from_env
 

@@ -298,9 +298,28 @@ def test_a_scenario_above_the_memory_limit_is_rejected_in_one_line(
     assert main(["replay", str(path), "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "GRAPHCHECK_MAX_ENGINE_MEMORY" in err and err.count("\n") == 1
+    assert err.startswith("graphcheck: bad scenario: config: ") and "on the built-in engine" in err
+    assert not (tmp_path / "r").exists()  # refused before anything was set up
     monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "lots")
     assert main(["run", "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
     assert "GRAPHCHECK_MAX_ENGINE_MEMORY" in capsys.readouterr().err
+
+
+def test_a_drawn_scenario_above_the_memory_limit_is_not_run(
+    tmp_path: Path, one_scenario_suite: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphcheck.backends.engine import Engine
+
+    def never(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an engine was built for a scenario above the memory limit")
+
+    one_scenario_suite(demo_scenario(num_steps=2))
+    monkeypatch.setattr(Engine, "__init__", never)
+    monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "1M")
+    assert main(run_args(tmp_path)) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("graphcheck: bad scenario: config: ") and err.count("\n") == 1
+    assert "GRAPHCHECK_MAX_ENGINE_MEMORY=3M" in err
 
 
 def test_a_clean_run_reports_its_fuzzing_per_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

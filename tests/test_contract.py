@@ -39,16 +39,8 @@ from graphcheck.reference.rules import ban_eos, next_seed, row_seed
 from graphcheck.reference.sampling import candidates, probabilities
 from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row
 from graphcheck.reference.verify import verify as ref_verify
-from graphcheck.scenario import (
-    MAX_EOS_IDS,
-    SEED_MODULUS,
-    AcceptOverride,
-    EngineConfig,
-    RequestSpec,
-    Scenario,
-    StepResult,
-    validate,
-)
+from graphcheck.scenario import MAX_EOS_IDS, SEED_MODULUS, AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
+from graphcheck.step_result import StepResult
 
 pytest.importorskip("torch")
 

@@ -1,12 +1,16 @@
-"""The built-in engine's memory estimate, the validation limit, and out-of-memory handling.
+"""The built-in engine's memory estimate, the memory gate, and out-of-memory handling.
 
-``graphcheck.scenario.engine_memory`` is pure arithmetic; these tests build the
-real engine (torch on the CPU, emulated graphs) and run real lockstep
-scenarios, and check that the estimate is never below what is measured and
-never more than 3x above it. Measured: the engines' own ``memory_bytes()``,
-and the peak of every storage torch ops create during a whole lockstep run
-(a dispatch mode; plus the emulator's capture snapshots) plus the reference's
-NumPy arrays at their largest.
+``Engine.memory_estimate`` (``graphcheck.backends.engine.memory``) is pure
+arithmetic over the engine's size tables; these tests build the real engine
+(torch on the CPU, emulated graphs) and run real lockstep scenarios, and check
+that the weights, buffers and graph-held storage are exactly what it counts and
+that the whole estimate (with the reference's part the gate adds) is never
+below what is measured and never more than 3x above it. Measured: the engines'
+own ``memory_bytes()``, and the peak of every storage torch ops create during a
+whole lockstep run (a dispatch mode; plus the emulator's capture snapshots)
+plus the reference's NumPy arrays at their largest. Then the gate
+(``graphcheck.check.memory_gate.admit``): validation knows no engine, the gate
+judges a scenario by its own factory's estimate.
 """
 
 from __future__ import annotations
@@ -19,21 +23,15 @@ from typing import Any
 
 import pytest
 
-from graphcheck.scenario import (
+from graphcheck.check.memory_gate import MemoryLimitError, admit, engine_memory_limit, estimate
+from graphcheck.errors import InputError
+from graphcheck.memory_estimate import (
     DEFAULT_MAX_ENGINE_BYTES,
     MAX_ENGINE_MEMORY_ENV,
-    EngineConfig,
     MemoryEstimate,
-    RequestSpec,
-    Scenario,
-    ScenarioError,
-    engine_memory,
-    engine_memory_limit,
-    estimated_engine_bytes,
-    load_scenario,
     parse_memory_size,
-    validate,
 )
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, load_scenario, validate
 from graphcheck.search.builtin import demo_scenario
 
 from _layers import fast_first
@@ -287,26 +285,34 @@ def _numpy_bytes(root: Any) -> int:
 # ---------------------------------------------------------------------------
 
 
+def _engine_estimate(config: EngineConfig, requests: Any = ()) -> MemoryEstimate:
+    from graphcheck.backends.engine import Engine
+
+    return Engine.memory_estimate(config, requests)
+
+
 @pytest.mark.parametrize("name", fast_first(list(CONFIGS), 1))
 def test_estimate_covers_the_engine_and_is_not_absurdly_above(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphcheck.backends.engine import Engine
+
     config, prompt_len = CONFIGS[name]
     scenario = _scenario(config, prompt_len=prompt_len, name=name)
     got = _measure(scenario, monkeypatch)
-    est = engine_memory(config, scenario.requests)
-    # The persistent parts are exact arithmetic over the same shapes.
+    est = estimate(Engine, config, scenario.requests)  # the engine's parts and the reference's
+    # The persistent parts are sums over the tables the engine allocates from.
     assert est.weights == got.weights
     assert est.buffers == got.buffers
+    assert est.graphs == got.runner
     pairs = {
         "eager engine": (got.eager, est.eager_engine),
         "graph engine": (got.graph, est.graph_engine),
-        "graphs": (got.runner, est.graphs),
         "lockstep peak": (got.peak, est.total),
     }
     for part, (measured, estimated) in pairs.items():
         assert measured <= estimated, f"{name}: {part} measured {measured} > estimate {estimated}"
         assert estimated <= 3 * measured, f"{name}: {part} estimate {estimated} > 3 x measured {measured}"
     # The config alone (no requests) bounds everything but what the prompts add.
-    assert estimated_engine_bytes(config) == engine_memory(config).total <= est.total
+    assert estimate(Engine, config).total <= est.total
 
 
 @pytest.mark.parametrize("name", fast_first(list(FLOAT_CONFIGS), 1))
@@ -314,31 +320,67 @@ def test_estimate_covers_a_float_model_engine(name: str, monkeypatch: pytest.Mon
     config, prompt_len = FLOAT_CONFIGS[name]
     scenario = _scenario(config, prompt_len=prompt_len, name=name)
     got = _measure_engines(scenario, monkeypatch)
-    est = engine_memory(config, scenario.requests)
+    est = _engine_estimate(config, scenario.requests)  # the engines alone: no reference runs here
+    assert est.reference == 0
     assert est.weights == got.weights
     assert est.buffers == got.buffers
+    assert est.graphs == got.runner
     pairs = {
         "eager engine": (got.eager, est.eager_engine),
         "graph engine": (got.graph, est.graph_engine),
-        "graphs": (got.runner, est.graphs),
-        "engines' peak": (got.peak, est.total - est.reference),
+        "engines' peak": (got.peak, est.total),
     }
     for part, (measured, estimated) in pairs.items():
         assert measured <= estimated, f"{name}: {part} measured {measured} > estimate {estimated}"
         assert estimated <= 3 * measured, f"{name}: {part} estimate {estimated} > 3 x measured {measured}"
 
 
-def test_float_weight_bytes_follow_the_draw_plan() -> None:
-    from graphcheck.backends.engine.float_weights import float_weight_elements
-    from graphcheck.memory_estimate import ACTIVATION_BYTES, weight_bytes
+#: Every region shape graph_outputs tells apart: scope x verify strategy x NAIVE, the models, a
+#: contract with an eos ban, several substeps and capture sizes.
+_GRAPH_CASES = [
+    EngineConfig(
+        graph_scope=scope,
+        verify_strategy=strategy,
+        naive_mode=naive,
+        model=("exact", "float32", "bfloat16")[i % 3],
+        contract=("default", "fastdeploy")[(i // 3) % 2],
+        num_speculative_tokens=3,
+        num_model_steps=1 + i % 3,
+        capture_sizes=((1, 3), (2,), (1, 2, 4))[i % 3],
+    )
+    for i, (scope, strategy, naive) in enumerate(
+        (scope, strategy, naive)
+        for scope in ("forward", "forward_sampling", "step")
+        for strategy in ("greedy", "target_match", "topp")
+        for naive in (False, True)
+    )
+]
 
-    for config, _ in FLOAT_CONFIGS.values():
-        assert weight_bytes(config) == ACTIVATION_BYTES[config.model] * float_weight_elements(config)
+
+@pytest.mark.parametrize(
+    "config",
+    _GRAPH_CASES,
+    ids=[f"{c.graph_scope}-{c.verify_strategy}{'-naive' if c.naive_mode else ''}-{c.model}" for c in _GRAPH_CASES],
+)
+def test_the_graphs_hold_exactly_the_kernel_outputs_the_estimate_lists(config: EngineConfig) -> None:
+    pytest.importorskip("torch")
+    from graphcheck.backends.engine import Engine
+    from graphcheck.backends.engine.memory import graph_outputs
+    from graphcheck.reference import make_weights
+
+    engine = Engine(config, make_weights(config))
+    for size, bucket in engine.graphs.items():
+        held = {}
+        for graph in bucket.all():
+            held.update(graph.held_storages())
+        listed = sum(spec.nbytes for spec in graph_outputs(config, size))
+        assert sum(t.untyped_storage().nbytes() for t in held.values()) == listed, size
+    assert engine.runner.memory_bytes() == _engine_estimate(config).graphs
 
 
 def test_estimate_grows_with_every_size_knob() -> None:
     base = EngineConfig()
-    total = estimated_engine_bytes(base)
+    total = _engine_estimate(base).total
     for change in (
         dict(max_num_seqs=8),
         dict(max_model_len=256),
@@ -347,26 +389,39 @@ def test_estimate_grows_with_every_size_knob() -> None:
         dict(capture_sizes=(1, 2, 4, 8)),
         dict(num_speculative_tokens=5, num_model_steps=1),
     ):
-        assert estimated_engine_bytes(dataclasses.replace(base, **change)) > total, change
+        assert _engine_estimate(dataclasses.replace(base, **change)).total > total, change
 
 
-def test_reference_npos_matches() -> None:
-    from graphcheck import memory_estimate
+def test_the_integer_position_table_matches_the_reference() -> None:
+    from graphcheck.backends.engine.weights import POSITION_ROWS
     from graphcheck.reference.weights import NPOS
 
-    assert memory_estimate._NPOS == NPOS
+    assert POSITION_ROWS == NPOS
 
 
 def test_the_reported_16_gib_config_is_estimated_far_above_the_limit() -> None:
     config = EngineConfig(max_num_seqs=256, max_model_len=8192, hidden_size=128)
-    est = engine_memory(config)
+    est = _engine_estimate(config)
     assert isinstance(est, MemoryEstimate)
     assert est.eager_engine > 10 * GiB  # KV caches alone: 4 x 2M rows x 128 x 8 bytes
     assert est.total > 16 * GiB
 
 
+def test_the_reference_part_covers_its_arrays() -> None:
+    """What the gate adds for the reference: its weights (and the arrays it derives) exactly, then its caches."""
+    from graphcheck.check.memory_gate import reference_memory
+    from graphcheck.reference import make_weights
+
+    config = EngineConfig(vocab_size=96, hidden_size=24)
+    weights = make_weights(config)
+    arrays = [*weights.arrays().values(), weights.lm_head_f64, weights.qkv, weights.draft_qkv]
+    assert reference_memory(config) == (sum(a.nbytes for a in arrays), 0)
+    held, transient = reference_memory(config, demo_scenario().requests)
+    assert held > sum(a.nbytes for a in arrays) and transient > 0
+
+
 # ---------------------------------------------------------------------------
-# The validation limit
+# The gate: validation knows no engine; admit judges by the factory's estimate
 # ---------------------------------------------------------------------------
 
 
@@ -376,42 +431,105 @@ def _big_config_dict() -> dict:
     return data
 
 
-def test_huge_config_is_a_scenario_error_on_config(monkeypatch: pytest.MonkeyPatch) -> None:
+def _engine() -> Any:
+    from graphcheck.backends.engine import Engine
+
+    return Engine
+
+
+def test_validation_does_not_depend_on_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scenario far too big for the built-in engine validates; the gate refuses it for the built-in
+    factory, lets it through for a factory without ``memory_estimate``, and asks a factory that has one."""
     monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
-    with pytest.raises(ScenarioError) as info:
-        Scenario.from_dict(_big_config_dict())
+    big = Scenario.from_dict(_big_config_dict())
+    assert validate(big) == big and big.config.max_num_seqs == 256
+    Engine = _engine()
+    assert Engine.memory_estimate(big.config, big.requests).total > 16 * GiB
+    with pytest.raises(MemoryLimitError) as info:
+        admit(big, Engine)
+    assert isinstance(info.value, InputError) and info.value.field == "config"
+
+    def plain_factory(config, weights, *, device, use_graphs, faults):  # no memory_estimate: not gated
+        return Engine(config, weights, device=device, use_graphs=use_graphs, faults=faults)
+
+    assert admit(big, plain_factory) is None
+
+    class SmallEngine(Engine):
+        @staticmethod
+        def memory_estimate(config, requests):
+            return MemoryEstimate(weights=1, buffers=2, graphs=3, working_set=4)
+
+    small = admit(big, SmallEngine)  # judged by its own estimate, plus the reference's part
+    assert small is not None and small.working_set >= 4 and small.reference > 0
+    assert small.total < DEFAULT_MAX_ENGINE_BYTES
+
+    class HugeEngine(Engine):
+        @staticmethod
+        def memory_estimate(config, requests):
+            return MemoryEstimate(weights=GiB, buffers=GiB, graphs=0, working_set=0)
+
+    demo = demo_scenario()
+    assert admit(demo, Engine).total < 16 * 2**20
+    with pytest.raises(MemoryLimitError, match="on engine HugeEngine"):
+        admit(demo, HugeEngine)
+
+
+def test_lockstep_admits_before_building_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+
+    monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
+    built = []
+    Engine = _engine()
+
+    class Counted(Engine):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    with pytest.raises(MemoryLimitError, match="^config: "):
+        Lockstep(Scenario.from_dict(_big_config_dict()), resolve("cpu"), engine_factory=Counted)
+    assert built == []
+
+
+def test_huge_config_is_refused_on_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
+    with pytest.raises(MemoryLimitError) as info:
+        admit(Scenario.from_dict(_big_config_dict()), _engine())
     err = info.value
-    assert err.field == "config"
+    assert err.field == "config" and err.limit == DEFAULT_MAX_ENGINE_BYTES and err.estimate is not None
     text = str(err)
     assert "4.0 GiB" in text and MAX_ENGINE_MEMORY_ENV in text and "GiB" in text.split("limit")[0]
+    assert "on the built-in engine" in text
     assert text.isascii() and "\n" not in text
 
 
-def test_limit_from_the_environment_and_the_keyword(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_limit_from_the_environment_and_the_argument(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    Engine = _engine()
     data = _big_config_dict()
-    loaded = Scenario.from_dict(data, max_engine_bytes=2**62)
-    need = engine_memory(loaded.config, loaded.requests).total
+    loaded = Scenario.from_dict(data)
+    need = estimate(Engine, loaded.config, loaded.requests).total
     monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, f"{-(-need // GiB)}G")
-    assert Scenario.from_dict(data).config.max_num_seqs == 256
+    assert admit(loaded, Engine).total == need
     monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, "none")
-    assert Scenario.from_dict(data).config.max_num_seqs == 256
+    assert admit(loaded, Engine).total == need
     monkeypatch.setenv(MAX_ENGINE_MEMORY_ENV, "1M")
-    with pytest.raises(ScenarioError, match="config"):
-        Scenario.from_dict(data)
-    assert Scenario.from_dict(data, max_engine_bytes=need).config.max_num_seqs == 256  # the keyword wins
+    with pytest.raises(MemoryLimitError, match="^config: "):
+        admit(loaded, Engine)
+    assert admit(loaded, Engine, need).total == need  # the argument wins
     path = tmp_path / "big.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ScenarioError, match="config"):
-        load_scenario(str(path))
-    assert load_scenario(str(path), max_engine_bytes=need).config.max_num_seqs == 256
-    with pytest.raises(ScenarioError, match="^requests: "):  # the config fits; its requests do not
-        Scenario.from_json(json.dumps(data), max_engine_bytes=need - 1)
+    assert load_scenario(str(path)) == loaded  # loading is validation only
+    with pytest.raises(MemoryLimitError, match="^requests: "):  # the config fits; its requests do not
+        admit(loaded, Engine, need - 1)
     # Small scenarios pass under a tight limit.
     monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV)
     demo = demo_scenario()
-    assert validate(demo, max_engine_bytes=16 * 2**20) == demo
-    with pytest.raises(ScenarioError, match="GRAPHCHECK_MAX_ENGINE_MEMORY=3M "):
-        validate(demo, max_engine_bytes=2**20)
+    assert admit(demo, Engine, 16 * 2**20) is not None
+    with pytest.raises(MemoryLimitError, match="GRAPHCHECK_MAX_ENGINE_MEMORY=3M "):
+        admit(demo, Engine, 2**20)
+    with pytest.raises(ValueError):
+        admit(demo, Engine, 0)
 
 
 @pytest.mark.parametrize(
@@ -443,12 +561,14 @@ def test_malformed_limit_is_a_clear_error(text: str, monkeypatch: pytest.MonkeyP
     if not text:  # unset or empty: the default
         assert engine_memory_limit() == DEFAULT_MAX_ENGINE_BYTES
         return
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(MemoryLimitError) as info:
         engine_memory_limit()
     assert info.value.field == MAX_ENGINE_MEMORY_ENV
     assert "4G" in str(info.value) and str(info.value).isascii()
-    with pytest.raises(ScenarioError) as info:
-        Scenario.from_json(demo_scenario().to_json())
+    demo = demo_scenario()
+    assert Scenario.from_json(demo.to_json()) == demo  # validation never reads the limit
+    with pytest.raises(MemoryLimitError) as info:
+        admit(demo, _engine())
     assert info.value.field == MAX_ENGINE_MEMORY_ENV
 
 
@@ -458,21 +578,22 @@ def test_default_limit_and_environment_mapping() -> None:
     assert engine_memory_limit({MAX_ENGINE_MEMORY_ENV: "2G"}) == 2 * GiB
 
 
-def test_long_prompts_are_a_scenario_error_on_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_long_prompts_are_refused_on_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """The config fits, but a prefill of four 8000-token prompts gathers [32k, 8192, 128] keys."""
     monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
+    Engine = _engine()
     config = EngineConfig(max_num_seqs=4, max_model_len=8192, hidden_size=128, capture_sizes=(1, 2, 4))
-    assert estimated_engine_bytes(config) < DEFAULT_MAX_ENGINE_BYTES
+    assert estimate(Engine, config).total < DEFAULT_MAX_ENGINE_BYTES
     requests = [
         {"request_id": f"r{i}", "arrival_step": 0, "prompt": [1] * 8000, "max_dec_len": 10, "eos_token_ids": [0]}
         for i in range(4)
     ]
     data = {"config": dataclasses.asdict(config), "requests": requests, "num_steps": 4}
-    with pytest.raises(ScenarioError) as info:
-        Scenario.from_dict(data)
+    with pytest.raises(MemoryLimitError) as info:
+        admit(Scenario.from_dict(data), Engine)
     assert info.value.field == "requests"
     data["requests"] = [dict(requests[0], prompt=[1] * 20)]
-    assert Scenario.from_dict(data).requests[0].prompt == (1,) * 20
+    assert admit(Scenario.from_dict(data), Engine) is not None
 
 
 # ---------------------------------------------------------------------------
@@ -520,10 +641,24 @@ def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: s
         Lockstep(scenario, resolve("cpu"), engine_factory=Starved)
     oom = info.value
     assert isinstance(oom, Exception)
-    assert oom.estimate_bytes == engine_memory(scenario.config, scenario.requests).total
+    assert oom.estimate_bytes == estimate(Engine, scenario.config, scenario.requests).total
     assert oom.where == ("graph engine construction and capture" if phase == "graph" else "eager engine construction")
     assert oom.message == str(oom) and "\n" not in str(oom) and "out of memory" in str(oom)
     assert oom.__cause__ is error and oom.detail
+
+
+def test_an_allocation_failure_of_an_engine_without_an_estimate() -> None:
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.lockstep import Lockstep
+    from graphcheck.check.records import EngineOutOfMemory
+
+    def starved(config, weights, *, device, use_graphs, faults):  # a factory with no memory_estimate
+        raise MemoryError("cannot allocate the KV cache")
+
+    with pytest.raises(EngineOutOfMemory) as info:
+        Lockstep(demo_scenario(), resolve("cpu"), engine_factory=starved)
+    assert info.value.estimate_bytes is None
+    assert "the engine gives no memory estimate" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
@@ -542,7 +677,7 @@ def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
 
 
 def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A config validation would refuse, built anyway: torch cannot allocate it; no divergence."""
+    """A config the memory gate would refuse, built anyway: torch cannot allocate it; no divergence."""
     pytest.importorskip("torch")
     import graphcheck.backends.engine.buffers as buffers
     from graphcheck.backends.devices import resolve
@@ -562,10 +697,4 @@ def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.Mo
     with pytest.raises(EngineOutOfMemory) as info:
         check_scenario(scenario, resolve("cpu"))
     assert info.value.where == "eager engine construction"
-    assert info.value.estimate_bytes == engine_memory(scenario.config, scenario.requests).total
-
-
-def test_the_estimate_knows_the_scenario_limits() -> None:
-    from graphcheck import memory_estimate, scenario
-
-    assert memory_estimate.MAX_EOS_IDS == scenario.MAX_EOS_IDS
+    assert info.value.estimate_bytes == estimate(_engine(), scenario.config, scenario.requests).total

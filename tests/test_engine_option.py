@@ -75,7 +75,7 @@ def test_builtin_is_the_default_and_declares_every_fault() -> None:
     assert choice.builtin and choice.factory is Engine and resolve_engine("builtin") == choice
     assert choice.capabilities.fault_names == tuple(sorted(FAULTS))
     assert choice.capabilities.supports_everything
-    assert set(choice.optional_members()) == {"state_snapshot", "reset", "model_report"}
+    assert set(choice.optional_members()) == {"state_snapshot", "reset", "model_report", "memory_estimate"}
 
 
 def test_an_entry_point_and_a_module_attribute_resolve(thirdparty: Path) -> None:

@@ -26,15 +26,16 @@ from graphcheck.backends.engine import Engine, faults
 from graphcheck.backends.engine.buffers import ACTIVATION_FIELDS, STATE_FIELDS
 from graphcheck.backends.engine.float_weights import (
     FloatWeights,
-    float_weight_elements,
+    draw_shapes,
     make_float_arrays,
     round_to_bfloat16,
 )
 from graphcheck.check.threads import single_threaded
 from graphcheck.driver import apply_events
 from graphcheck.reference import make_weights
-from graphcheck.scenario import Scenario, StepResult
+from graphcheck.scenario import Scenario
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.step_result import StepResult
 
 from _engine_scenarios import SCOPES
 from _fault_scenarios import FAULT_SCENARIOS
@@ -85,7 +86,7 @@ def test_weights_are_deterministic_per_model_seed() -> None:
     assert all(np.array_equal(a[k], b[k]) and a[k].dtype == np.float32 for k in a)
     other = make_float_arrays(dataclasses.replace(config, model_seed=config.model_seed + 1))
     assert not np.array_equal(a["wq"], other["wq"])
-    assert sum(x.size for x in a.values()) == float_weight_elements(config)
+    assert {k: x.shape for k, x in a.items()} == draw_shapes(config)
     assert np.array_equal(a["attn_norm"], np.ones_like(a["attn_norm"]))
     assert a["pos"].shape == (config.max_model_len, config.hidden_size)
 

@@ -3,8 +3,9 @@
 graphcheck/ (the harness) sits on top and talks to engines through its
 protocols; backends/ (engine and graph runners) and reference/ (the oracle)
 share with it only its leaf modules: scenario.py (the vocabulary),
-driver.py (how a scenario's script is applied to a decoder, which the
-reference uses) and errors.py (the error families), all plain standard library; reference/ never sees backends/;
+step_result.py (what a step reports), driver.py (how a scenario's script
+is applied to a decoder, which the reference uses) and errors.py (the error families), all plain
+standard library; reference/ never sees backends/;
 suites/ build on the harness, which finds them by name, never by import.
 
 Inside graphcheck/, each subpackage imports only the parts ``ARROWS`` lists
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ("torch", "paddle", "torch_npu")
 SHARED_LEAVES = (
     "graphcheck.scenario",
+    "graphcheck.step_result",
     "graphcheck.memory_estimate",
     "graphcheck.driver",
     "graphcheck.state",

@@ -72,7 +72,7 @@ def test_rebound_buffer_is_an_address_divergence(cpu) -> None:
 
 def test_ambiguous_rows_never_fail(cpu) -> None:
     from graphcheck.check.diff import DiffState, diff_steps
-    from graphcheck.scenario import RequestStep, StepResult
+    from graphcheck.step_result import RequestStep, StepResult
 
     ref = StepResult(0, (RequestStep("a", (1,), (), 4, 1, 3, False, ambiguous=True),))
     got = StepResult(0, (RequestStep("a", (2,), (), 4, 1, 3, False),))

@@ -7,7 +7,7 @@ import pytest
 
 from graphcheck.check.numeric import TOLERANCES, Parting, diff_engines_numeric, tolerance_for
 from graphcheck.model_report import ModelStep
-from graphcheck.scenario import RequestStep, StepResult
+from graphcheck.step_result import RequestStep, StepResult
 
 TOL = TOLERANCES["float32"]
 

@@ -20,7 +20,8 @@ from graphcheck.driver import apply_events
 from graphcheck.model_report import ModelStep
 from graphcheck.reference.decoder import ReferenceDecoder
 from graphcheck.reference.oracle import ModelAgnosticOracle
-from graphcheck.scenario import EngineConfig, RequestSpec, RequestStep, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
+from graphcheck.step_result import RequestStep, StepResult
 
 
 class _Recording(ReferenceDecoder):

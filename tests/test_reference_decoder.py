@@ -12,16 +12,9 @@ from graphcheck.reference.weights import NPOS, Weights
 from graphcheck.scenario import (
     SEED_MODULUS as M,
 )
-from graphcheck.scenario import (
-    AcceptOverride,
-    EngineConfig,
-    ReasoningChange,
-    RequestSpec,
-    Scenario,
-    StepResult,
-    validate,
-)
+from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
 from graphcheck.search.builtin import BUILTIN, demo_scenario
+from graphcheck.step_result import StepResult
 
 # ---------------------------------------------------------------------------
 # A slow, independent restatement of README §1 (plain loops over positions).

@@ -19,9 +19,9 @@ from graphcheck.scenario import (
     ReasoningChange,
     RequestSpec,
     Scenario,
-    StepResult,
     validate,
 )
+from graphcheck.step_result import StepResult
 
 
 @st.composite

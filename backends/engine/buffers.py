@@ -14,6 +14,8 @@ Sizes (``B = config.max_padded_reqs = max(max_num_seqs, largest capture) + 1``):
   rows and each slot's draft margins, read only by ``Engine.model_report``.
 
 Every buffer a graph reads is updated in place; nothing here is ever rebound.
+``buffer_layout`` is the size table: every field's shape, dtype and idle value,
+which ``allocate_buffers`` allocates and the memory estimate sums.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from graphcheck.backends.engine.blocks import blocks_per_seq, num_blocks_for
+from graphcheck.backends.engine.layout import ACTIVATION_DTYPES, TensorSpec, dtype_handle
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig
 
 PAD_TOKEN = 0  # token id of padded packed-token rows (any id < vocab works)
@@ -188,49 +191,58 @@ ACTIVATION_FIELDS = ("d_prev_hidden", "draft_last_hidden") + CACHE_FIELDS
 
 def activation_dtype(xp, model: str) -> Any:
     """The dtype of ``ACTIVATION_FIELDS`` for ``EngineConfig.model``."""
-    return {"exact": xp.int64, "float32": xp.float32, "bfloat16": xp.bfloat16}[model]
+    return dtype_handle(xp, ACTIVATION_DTYPES[model])
+
+
+def buffer_layout(config: EngineConfig, sizes: BufferSizes | None = None) -> dict[str, TensorSpec]:
+    """Every buffer's shape, dtype and idle value, in ``EngineBuffers`` field order, sized ``sizes``
+    (default: for ``config``): the one table ``allocate_buffers`` allocates from and the memory
+    estimate (``memory.engine_memory``) sums.
+
+    Per-slot state is ``[B]`` (``[B, columns]`` for the six fields with a second axis) and holds
+    its ``SLOT_IDLE`` value; packed scratch is ``[T]`` (``[B + 1]`` for the offsets, ``[T, H]`` for the draft's
+    hidden input); the four KV caches are ``[num_blocks * block_size, H]``; the model report's
+    scratch is ``[B * (k+1), V]`` scores and ``[B, S]`` margins and runners-up.
+    """
+    s = sizes or BufferSizes.for_config(config)
+    B, K1, T, H = s.slots, s.tokens_per_req, s.max_tokens, s.hidden
+    act = ACTIVATION_DTYPES[config.model]
+    columns = {
+        "eos_ids": MAX_EOS_IDS,
+        "draft_tokens": K1,
+        "accept_tokens": K1,
+        "token_ids_all": s.max_model_len,
+        "block_tables": s.blocks_per_seq,
+        "draft_last_hidden": H,
+    }
+    state_dtypes = {"stop_flags": "bool", "top_p": "float64", "temperature": "float64", "draft_last_hidden": act}
+    layout = {
+        name: TensorSpec((B, columns[name]) if name in columns else (B,), state_dtypes.get(name, "int64"), idle)
+        for name, idle in SLOT_IDLE.items()
+    }
+    token_fill = {"ids": PAD_TOKEN, "d_ids": PAD_TOKEN, "batch_ids": -1, "batch_ids_out": -1, "d_batch_ids": -1}
+    for name in SCRATCH_FIELDS:
+        if name in _OFFSET_FIELDS:
+            layout[name] = TensorSpec((B + 1,), "int64")
+        elif name == "d_prev_hidden":
+            layout[name] = TensorSpec((T, H), act)
+        else:
+            layout[name] = TensorSpec((T,), "int64", token_fill.get(name, 0))
+    cache_rows = s.num_blocks * s.block_size
+    for name in CACHE_FIELDS:
+        layout[name] = TensorSpec((cache_rows, H), act)
+    layout["step_scores"] = TensorSpec((s.score_rows, s.vocab), "float64")
+    layout["draft_margins"] = TensorSpec((B, s.draft_steps), "float64")
+    layout["draft_runners_up"] = TensorSpec((B, s.draft_steps), "int64", -1)
+    return {name: layout[name] for name in _FIELD_NAMES}
+
+
+#: Packed offsets of ``[B + 1]`` entries (the other scratch fields are per packed token).
+_OFFSET_FIELDS = ("cu_seqlens_q", "cu_seqlens_out", "d_cu_seqlens")
+_FIELD_NAMES = tuple(f.name for f in fields(EngineBuffers))
 
 
 def allocate_buffers(xp, config: EngineConfig, sizes: BufferSizes | None = None) -> EngineBuffers:
-    """Fresh buffers holding the idle values (every slot free), sized ``sizes`` (default: for ``config``)."""
-    s = sizes or BufferSizes.for_config(config)
-    B, K1, T, H = s.slots, s.tokens_per_req, s.max_tokens, s.hidden
-    i64, f64 = xp.int64, xp.float64
-    act = activation_dtype(xp, config.model)
-    cache_rows = s.num_blocks * s.block_size
-    slot_shapes = {
-        "eos_ids": (B, MAX_EOS_IDS),
-        "draft_tokens": (B, K1),
-        "accept_tokens": (B, K1),
-        "token_ids_all": (B, s.max_model_len),
-        "block_tables": (B, s.blocks_per_seq),
-        "draft_last_hidden": (B, H),
-    }
-    dtypes = {"stop_flags": xp.bool, "top_p": f64, "temperature": f64, "draft_last_hidden": act}
-    state = {
-        name: xp.full(slot_shapes.get(name, (B,)), value, dtypes.get(name, i64)) for name, value in SLOT_IDLE.items()
-    }
-    return EngineBuffers(
-        **state,
-        ids=xp.full((T,), PAD_TOKEN, i64),
-        positions=xp.zeros((T,), i64),
-        batch_ids=xp.full((T,), -1, i64),
-        slot_mapping=xp.zeros((T,), i64),
-        cu_seqlens_q=xp.zeros((B + 1,), i64),
-        cu_seqlens_out=xp.zeros((B + 1,), i64),
-        batch_ids_out=xp.full((T,), -1, i64),
-        out_token_index=xp.zeros((T,), i64),
-        d_ids=xp.full((T,), PAD_TOKEN, i64),
-        d_positions=xp.zeros((T,), i64),
-        d_batch_ids=xp.full((T,), -1, i64),
-        d_slot_mapping=xp.zeros((T,), i64),
-        d_prev_hidden=xp.zeros((T, H), act),
-        d_cu_seqlens=xp.zeros((B + 1,), i64),
-        k_cache=xp.zeros((cache_rows, H), act),
-        v_cache=xp.zeros((cache_rows, H), act),
-        draft_k_cache=xp.zeros((cache_rows, H), act),
-        draft_v_cache=xp.zeros((cache_rows, H), act),
-        step_scores=xp.zeros((s.score_rows, s.vocab), f64),
-        draft_margins=xp.zeros((B, s.draft_steps), f64),
-        draft_runners_up=xp.full((B, s.draft_steps), -1, i64),
-    )
+    """Fresh buffers holding the idle values (every slot free), sized ``sizes`` (default: for ``config``),
+    allocated from ``buffer_layout`` in field order."""
+    return EngineBuffers(**{name: spec.allocate(xp) for name, spec in buffer_layout(config, sizes).items()})

@@ -69,6 +69,7 @@ import numpy as np
 from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from graphcheck.backends.engine.forward import draft_forward, target_forward
+from graphcheck.backends.engine.memory import engine_memory
 from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
 from graphcheck.backends.engine.restore import restore, take_checkpoint
 from graphcheck.backends.engine.sampling import (
@@ -113,8 +114,9 @@ from graphcheck.backends.xp import make_ops
 from graphcheck.capabilities import EngineCapabilities
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
-from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec, RequestStep, StepResult
+from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec
 from graphcheck.state import EngineState
+from graphcheck.step_result import RequestStep, StepResult
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,10 @@ class Engine:
 
     #: Every config value of the scenario format, per-slot buffers, and every fault of the registry.
     capabilities = EngineCapabilities(faults=tuple(fault.FAULTS.values()))
+
+    #: The optional adapter member the memory gate calls before anything is built: the bytes a
+    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``).
+    memory_estimate = staticmethod(engine_memory)
 
     def __init__(
         self,

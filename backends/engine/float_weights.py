@@ -156,9 +156,17 @@ def make_float_arrays(config: EngineConfig) -> dict[str, np.ndarray]:
     return arrays
 
 
-def float_weight_elements(config: EngineConfig) -> int:
-    """Elements of every float weight (the memory estimate's arithmetic, checked against the draw plan)."""
-    return sum(int(np.prod(shape)) for _, shape, _ in _draw_plan(config))
+def draw_shapes(config: EngineConfig) -> dict[str, tuple[int, ...]]:
+    """Every float weight's shape, by name, in draw order (``weights.weight_layout`` in the model dtype)."""
+    return {name: shape for name, shape, _ in _draw_plan(config)}
 
 
-__all__ = ["FLOAT_MODELS", "Block", "FloatWeights", "make_float_arrays", "model_dtype", "round_to_bfloat16"]
+__all__ = [
+    "FLOAT_MODELS",
+    "Block",
+    "FloatWeights",
+    "draw_shapes",
+    "make_float_arrays",
+    "model_dtype",
+    "round_to_bfloat16",
+]

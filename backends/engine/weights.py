@@ -1,5 +1,10 @@
 """Model weights as device tensors: the integer model's (names as reference/README.md §1), or the
-float model's (``float_weights``), picked by ``EngineConfig.model``."""
+float model's (``float_weights``), picked by ``EngineConfig.model``.
+
+``weight_layout(config)`` is their size table: every weight tensor's shape and dtype. A float
+model's comes from its draw plan, which draws exactly those; the integer model's arrays come from
+the caller (the reference's), and loading checks each against the table before uploading it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from graphcheck.backends.engine.float_weights import FLOAT_MODELS, FloatWeights
+from graphcheck.backends.engine.float_weights import FLOAT_MODELS, FloatWeights, draw_shapes
+from graphcheck.backends.engine.layout import ACTIVATION_DTYPES, TensorSpec
 from graphcheck.scenario import EngineConfig
 
 WEIGHT_NAMES = (
@@ -26,6 +32,31 @@ WEIGHT_NAMES = (
 )
 # Matrices used in matmuls also get an exact float64 copy (integer matmul is float64 + round).
 _MATMUL_NAMES = ("wq", "wk", "wv", "lm_head", "draft_hidden", "draft_wq", "draft_wk", "draft_wv")
+#: Rows of the integer model's position table (reference README §1: position p uses row p mod 32).
+POSITION_ROWS = 32
+
+
+def _integer_shapes(config: EngineConfig) -> dict[str, tuple[int, ...]]:
+    """The integer model's arrays (``WEIGHT_NAMES``) and their shapes (reference README §1)."""
+    V, H = config.vocab_size, config.hidden_size
+    square = (H, H)
+    shapes = {"embed": (V, H), "pos": (POSITION_ROWS, H), "lm_head": (H, V), "draft_embed": (V, H)}
+    return {name: shapes.get(name, square) for name in WEIGHT_NAMES}
+
+
+def weight_layout(config: EngineConfig) -> dict[str, TensorSpec]:
+    """Every weight tensor of ``config.model`` by name (``named_tensors()``'s names): its shape and dtype.
+
+    ``exact``: the int64 arrays of ``WEIGHT_NAMES`` and a float64 copy of each matmul one
+    (``<name>_f64``); a float model: its draw plan (``float_weights``) in the model dtype.
+    """
+    if config.model in FLOAT_MODELS:
+        dtype = ACTIVATION_DTYPES[config.model]
+        return {name: TensorSpec(shape, dtype) for name, shape in draw_shapes(config).items()}
+    shapes = _integer_shapes(config)
+    layout = {name: TensorSpec(shape, "int64") for name, shape in shapes.items()}
+    layout.update({f"{name}_f64": TensorSpec(shapes[name], "float64") for name in _MATMUL_NAMES})
+    return layout
 
 
 @dataclass
@@ -76,4 +107,13 @@ def load_weights(xp, config: EngineConfig, source: Any) -> EngineWeights | Float
     """
     if config.model in FLOAT_MODELS:
         return source if isinstance(source, FloatWeights) else FloatWeights.for_config(xp, config)
-    return source if isinstance(source, EngineWeights) else EngineWeights.from_arrays(xp, source)
+    if isinstance(source, EngineWeights):
+        return source
+    weights = EngineWeights.from_arrays(xp, source)
+    layout = weight_layout(config)
+    for name, tensor in weights.named_tensors().items():
+        if tuple(tensor.shape) != layout[name].shape:
+            raise ValueError(
+                f"weight {name} has shape {tuple(tensor.shape)}, but this config's model needs {layout[name].shape}"
+            )
+    return weights

@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.driver import run_script
-from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
+from graphcheck.step_result import StepResult
 
 #: Prompts of a peer test: fixed, of different lengths; batch size b uses the first b.
 PROMPTS: tuple[tuple[int, ...], ...] = (

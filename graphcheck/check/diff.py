@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from graphcheck.scenario import RequestStep, StepResult
+from graphcheck.step_result import RequestStep, StepResult
 
 KINDS = ("address", "shape", "state", "seed", "token", "value", "memory", "crash", "capture")
 

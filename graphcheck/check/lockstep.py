@@ -28,6 +28,7 @@ from typing import Any, Sequence, TypeAlias
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
+from graphcheck.check.memory_gate import admit
 from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
@@ -35,14 +36,9 @@ from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, S
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
 from graphcheck.driver import apply_events
-from graphcheck.scenario import (
-    DEFAULT_MAX_ENGINE_BYTES,
-    MAX_ENGINE_MEMORY_ENV,
-    Scenario,
-    StepResult,
-    engine_memory,
-    format_bytes,
-)
+from graphcheck.memory_estimate import DEFAULT_MAX_ENGINE_BYTES, MAX_ENGINE_MEMORY_ENV, MemoryEstimate, format_bytes
+from graphcheck.scenario import Scenario
+from graphcheck.step_result import StepResult
 
 _UNTIMED = nullcontext()
 
@@ -164,6 +160,7 @@ class Lockstep:
         from graphcheck.reference import make_weights
 
         factory = engine_factory or Engine
+        self._estimate = admit(scenario, factory)  # MemoryLimitError before anything is built
         self.scenario = scenario
         self.timings = timings
         self._pool = pool
@@ -176,7 +173,7 @@ class Lockstep:
                 self.oracle = make_oracle(oracle_name, scenario, weights)
         except Exception as exc:
             if is_out_of_memory(exc):
-                raise _out_of_memory(scenario, "reference setup", exc) from exc
+                raise _out_of_memory(self._estimate, "reference setup", exc) from exc
             raise
         self.outcome = CheckOutcome(
             scenario, backend.name, "none", faults=tuple(faults), oracle=oracle_name, engine=engine_label
@@ -206,7 +203,7 @@ class Lockstep:
             self._broken.update(("eager", "graph"))  # a half-built pair is never given back
             if is_out_of_memory(exc):  # the machine's limit, not the engine's bug: never a divergence
                 self.eager = self.graph = None
-                error = _out_of_memory(scenario, where, exc)
+                error = _out_of_memory(self._estimate, where, exc)
                 traceback.clear_frames(exc.__traceback__)  # let the half-built engines go
                 raise error from exc
             self._fail("capture", 0, "engine construction", exc)  # a capture that fails is itself the finding
@@ -288,7 +285,7 @@ class Lockstep:
             except Exception as exc:
                 self._broken.add(source)
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
-                    raise _out_of_memory(self.scenario, f"step {t} of the {source}", exc) from exc
+                    raise _out_of_memory(self._estimate, f"step {t} of the {source}", exc) from exc
                 self._fail("crash", t, source, exc)
                 return False
         try:
@@ -299,7 +296,7 @@ class Lockstep:
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports)
         except Exception as exc:
             if is_out_of_memory(exc):
-                raise _out_of_memory(self.scenario, f"step {t} of the reference", exc) from exc
+                raise _out_of_memory(self._estimate, f"step {t} of the reference", exc) from exc
             self._fail("crash", t, "reference", exc)
             return False
         self.outcome.steps_run = t + 1
@@ -561,23 +558,20 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
     return False
 
 
-def _out_of_memory(scenario: Scenario, where: str, exc: BaseException) -> EngineOutOfMemory:
-    try:
-        estimate: int | None = engine_memory(scenario.config, scenario.requests).total
-    except Exception:
-        estimate = None
+def _out_of_memory(found: MemoryEstimate | None, where: str, exc: BaseException) -> EngineOutOfMemory:
+    estimate = found.total if found is not None else None
     try:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     except Exception:
         first = ""
     first = first if len(first) <= 200 else first[:197] + "..."
     known = (
-        f"the built-in engine's estimate for this scenario is {format_bytes(estimate)}"
+        f"the engine's estimate for this scenario is {format_bytes(estimate)}"
         if estimate is not None
-        else "no estimate"
+        else "the engine gives no memory estimate"
     )
     message = (
-        f"out of memory in {where}: {type(exc).__name__}: {first} ({known}; scenario validation "
+        f"out of memory in {where}: {type(exc).__name__}: {first} ({known}; the memory gate "
         f"rejects estimates above {MAX_ENGINE_MEMORY_ENV}, default {format_bytes(DEFAULT_MAX_ENGINE_BYTES)}). "
         "Not a divergence of the engine"
     )

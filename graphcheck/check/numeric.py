@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
-from graphcheck.scenario import RequestStep, StepResult
+from graphcheck.step_result import RequestStep, StepResult
 
 PAIR = "eager vs graph"
 

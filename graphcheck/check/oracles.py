@@ -21,7 +21,8 @@ from typing import Any, Mapping
 
 from graphcheck.check.diff import DiffState, Divergence, diff_steps
 from graphcheck.errors import InputError
-from graphcheck.scenario import EngineConfig, Scenario, StepResult
+from graphcheck.scenario import EngineConfig, Scenario
+from graphcheck.step_result import StepResult
 
 ORACLES = ("exact", "model-agnostic")
 ORACLE_CHOICES = ("auto", *ORACLES)

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence, failing
 from graphcheck.errors import ResourceError
-from graphcheck.scenario import Scenario, StepResult
+from graphcheck.scenario import Scenario
+from graphcheck.step_result import StepResult
 
 SOURCES = ("reference", "eager", "graph")
 
@@ -169,9 +170,10 @@ class EngineOutOfMemory(ResourceError):
     The machine's limit, not a finding: ``Lockstep(...)`` (and so ``check_scenario``)
     raises this instead of recording a ``capture`` divergence. ``str(exc)`` is one
     line; ``where`` names the phase ("reference setup", "eager engine construction",
-    "graph engine construction and capture"); ``estimate_bytes`` is the built-in
-    engine's estimate for the scenario (``graphcheck.scenario.engine_memory(config,
-    requests).total``; None when it could not be computed); ``detail`` the traceback.
+    "graph engine construction and capture"); ``estimate_bytes`` is the memory gate's
+    estimate for the scenario (``graphcheck.check.memory_gate.admit``: the factory's
+    ``memory_estimate`` with the reference's part, ``.total``; None when the factory has
+    no such member); ``detail`` the traceback.
     """
 
     def __init__(self, message: str, *, estimate_bytes: int | None = None, where: str = "", detail: str = ""):

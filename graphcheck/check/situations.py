@@ -20,7 +20,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.reference import reasoning_status_at
-from graphcheck.scenario import SEED_MODULUS, VERIFY_STRATEGIES, EngineConfig, RequestSpec, RequestStep, Scenario
+from graphcheck.scenario import SEED_MODULUS, VERIFY_STRATEGIES, EngineConfig, RequestSpec, Scenario
+from graphcheck.step_result import RequestStep
 
 ACCEPT_POLICIES = ("normal", "accept_all", "reject_all")
 GRAPH_SCOPES = ("step", "forward", "forward_sampling")

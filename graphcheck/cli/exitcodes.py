@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.errors import (
     BackendUnavailableError,
     DivergenceError,
@@ -48,6 +49,7 @@ EXITS: Mapping[type[BaseException], Exit | None] = {
     GraphcheckError: None,
     InputError: Exit(USAGE, "error: {error}"),
     ScenarioError: Exit(USAGE, "bad scenario: {error}"),
+    MemoryLimitError: Exit(USAGE, "bad scenario: {error}"),  # the engine's memory gate refused the scenario
     ResourceError: Exit(USAGE),  # the machine's limit (EngineOutOfMemory): its message says so
     BackendUnavailableError: Exit(BACKEND_UNAVAILABLE, "backend unavailable: {error}"),
     DivergenceError: Exit(DIVERGENCE, "{error}"),

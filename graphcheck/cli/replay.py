@@ -11,6 +11,7 @@ from graphcheck import github
 from graphcheck.backends.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
+from graphcheck.check.memory_gate import admit, engine_memory_limit
 from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
@@ -24,7 +25,7 @@ from graphcheck.cli.common import (
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
-from graphcheck.scenario import engine_memory_limit, load_scenario
+from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
 
 
@@ -36,6 +37,7 @@ def replay_command(args: argparse.Namespace) -> int:
     scenario = setup.apply(load_scenario(str(target.scenario_path)))
     setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults), engine)
+    admit(scenario, engine.factory)  # a scenario the engines cannot hold is refused before anything is set up
     backend = resolve(target.backend, emulate=target.emulate)
     checker = Checker(backend, engine, setup, faults)
     scenario = checker.prepare(scenario)

@@ -15,6 +15,7 @@ from typing import Any
 from graphcheck import github
 from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import resolve_engine
+from graphcheck.check.memory_gate import engine_memory_limit
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
 from graphcheck.cli import exitcodes
@@ -32,7 +33,6 @@ from graphcheck.cli.common import (
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
-from graphcheck.scenario import engine_memory_limit
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 

@@ -33,6 +33,7 @@ from hypothesis.errors import Unsatisfiable
 
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import EngineSpecError
+from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
@@ -178,8 +179,8 @@ def write_pending(path: Path, scenario: Scenario) -> None:
     os.replace(tmp, path)
 
 
-#: Errors a lockstep run raises that are not findings: the machine's limit, an engine nothing can check.
-NOT_FINDINGS = (EngineOutOfMemory, EngineSpecError)
+#: Errors a lockstep run raises that are not findings: the machine's limit, the memory gate's refusal, an engine nothing can check.
+NOT_FINDINGS = (EngineOutOfMemory, MemoryLimitError, EngineSpecError)
 
 
 class _NotAFinding(BaseException):
