@@ -146,15 +146,7 @@ def resolve_engine(spec: str | None = None) -> EngineChoice:
                 "or name one as package.module:attribute"
             )
         factory, source = _import_target(point.value, spec), f"entry point {point.name} ({point.value})"
-    if not callable(factory):
-        raise EngineSpecError(f"--engine {spec}: {source} is a {type(factory).__name__}, not an engine factory")
-    missing = missing_methods(factory)
-    if missing:
-        raise EngineSpecError(
-            f"--engine {spec}: {getattr(factory, '__qualname__', source)} does not satisfy the engine adapter "
-            f"protocol: no method {', '.join(missing)} (docs/adapters.md)"
-        )
-    return EngineChoice(spec, factory, _capabilities(factory, spec), source)
+    return _choice(spec, factory, source, f"--engine {spec}")
 
 
 def engine_from_factory(factory: Any) -> EngineChoice:
@@ -167,14 +159,20 @@ def engine_from_factory(factory: Any) -> EngineChoice:
     if factory is builtin.factory:
         return builtin
     spec = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', type(factory).__qualname__)}"
+    return _choice(spec, factory, spec, f"engine factory {spec}")
+
+
+def _choice(spec: str, factory: Any, source: str, said: str) -> EngineChoice:
+    """The EngineChoice of ``factory`` once it is callable and (a class) has the protocol's methods."""
     if not callable(factory):
-        raise EngineSpecError(f"engine factory {spec}: a {type(factory).__name__}, not callable")
+        raise EngineSpecError(f"{said}: {source} is a {type(factory).__name__}, not an engine factory")
     missing = missing_methods(factory)
     if missing:
         raise EngineSpecError(
-            f"engine factory {spec} does not satisfy the engine adapter protocol: no method {', '.join(missing)}"
+            f"{said}: {getattr(factory, '__qualname__', source)} does not satisfy the engine adapter "
+            f"protocol: no method {', '.join(missing)} (docs/adapters.md)"
         )
-    return EngineChoice(spec, factory, _capabilities(factory, spec), spec)
+    return EngineChoice(spec, factory, _capabilities(factory, spec), source)
 
 
 def require_adapter(engine: Any, spec: str) -> None:
