@@ -143,9 +143,7 @@ def run_case(
 ) -> CaseResult:
     """One case: eager and graph engine end to end, generated tokens compared (the scenario fitted to the engine)."""
     engine = engine or resolve_engine()
-    scenario = baseline_scenario(batch_size, mode)
-    if not engine.capabilities.supports_everything:
-        scenario = engine.capabilities.fit(scenario)
+    scenario = engine.capabilities.fit(baseline_scenario(batch_size, mode))
     try:
         eager = _decode(scenario, backend, faults, False, engine)
         graph = _decode(scenario, backend, faults, True, engine)

@@ -227,17 +227,10 @@ def fault_pending_path(work_dir: Path, label: str) -> Path:
 
 
 def _search(
-    plan: list[Any],
-    backend: Any,
-    faults: Sequence[str],
-    cfg: CatalogSettings,
-    label: str,
-    work_dir: Path,
-    slice_examples: int,
+    plan: list[Any], checker: Checker, cfg: CatalogSettings, label: str, work_dir: Path, slice_examples: int
 ) -> SearchResult:
+    """``timed_search`` of ``plan`` with ``checker`` (its ``run`` prepares each draw), the shrunk divergence localised."""
     from graphcheck.search.timed_search import timed_search
-
-    checker = Checker(backend, resolve_engine(cfg.engine), cfg.setup, tuple(faults))  # run() prepares each draw
 
     pending = fault_pending_path(work_dir, label)
     result = timed_search(
@@ -258,11 +251,12 @@ def _search(
 def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) -> SearchResult:
     """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite it can run)."""
     engine = resolve_engine(cfg.engine)
-    suites = {s.name: s for s in runnable_suites(Checker(backend, engine), list(load_suites().values()))[0]}
+    checker = Checker(backend, engine, cfg.setup, (name,) if name else ())
+    suites = {s.name: s for s in runnable_suites(checker, list(load_suites().values()))[0]}
     if not name:
-        return _search(suite_plan(None, suites), backend, (), cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
+        return _search(suite_plan(None, suites), checker, cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
     plan = suite_plan(engine.capabilities.fault(name).bug_class, suites)
-    return _search(plan, backend, (name,), cfg, name, work_dir, cfg.slice_examples)
+    return _search(plan, checker, cfg, name, work_dir, cfg.slice_examples)
 
 
 def baseline_fault(name: str, backend: Any, cfg: CatalogSettings) -> BaselineResult:

@@ -102,9 +102,7 @@ class Checker:
     # -- scenarios ----------------------------------------------------------
     def prepare(self, scenario: Scenario) -> Scenario:
         """``scenario`` as it runs: the setup's model and contract, the config fitted to the engine."""
-        scenario = self.setup.apply(scenario)
-        capabilities = self.engine.capabilities
-        return scenario if capabilities.supports_everything else capabilities.fit(scenario)
+        return self.engine.capabilities.fit(self.setup.apply(scenario))
 
     def strategy(self, strategy: Any) -> Any:
         """A scenario strategy whose draws are prepared (:meth:`prepare`)."""

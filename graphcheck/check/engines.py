@@ -62,11 +62,6 @@ class EngineChoice:
     def builtin(self) -> bool:
         return self.spec == BUILTIN
 
-    @property
-    def label(self) -> str:
-        """How reports and the console name the engine: ``builtin``, else SPEC."""
-        return self.spec
-
     def optional_members(self) -> tuple[str, ...]:
         """The optional adapter members the factory's class defines (an engine may still add others)."""
         return optional_members(self.factory)

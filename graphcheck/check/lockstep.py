@@ -225,7 +225,6 @@ class Lockstep:
     def _engine(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str], *, use_graphs: bool):
         """An engine of this scenario's config: the pool's, reset, when it has one; else a new one."""
         config = self.scenario.config
-        key = None
         if self._pool is not None:
             key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
             self._keys["graph" if use_graphs else "eager"] = key

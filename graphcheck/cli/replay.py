@@ -34,13 +34,13 @@ def replay_command(args: argparse.Namespace) -> int:
     engine_memory_limit()
     setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
     engine = resolve_engine(target.engine)
-    scenario = setup.apply(load_scenario(str(target.scenario_path)))
-    setup.oracle_for(scenario)  # an impossible oracle is a usage error before anything runs
+    loaded = load_scenario(str(target.scenario_path))
+    setup.oracle_for(loaded)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults), engine)
-    admit(scenario, engine.factory)  # a scenario the engines cannot hold is refused before anything is set up
     backend = resolve(target.backend, emulate=target.emulate)
     checker = Checker(backend, engine, setup, faults)
-    scenario = checker.prepare(scenario)
+    scenario = checker.prepare(loaded)  # as it runs: the setup's model and contract, fitted to the engine
+    admit(scenario, engine.factory)  # one the engines cannot hold is refused before a report folder is made
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
     run_id, out_dir = claim_run_dir(Path(args.report_dir))
