@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from .base import HostSyncInCapture
 from .capture_state import CaptureState
+from .sites import here
 
 
 def host_read_guard(
@@ -32,7 +33,8 @@ def host_read_guard(
         state = capturing()
         if state is not None:
             raise HostSyncInCapture(
-                f"tensor.{name}() reads device data on the host; not allowed inside graph capture ({state.label})"
+                f"tensor.{name}() reads device data on the host at {here()}; "
+                f"not allowed inside graph capture ({state.label})"
             )
         return original(self, *args, **kwargs)
 

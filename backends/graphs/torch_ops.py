@@ -35,6 +35,12 @@ class _Tls(threading.local):
 
 _tls = _Tls()
 
+
+def in_bookkeeping() -> bool:
+    """Whether a runner's own tensor work is under way on this thread (ops then go unchecked)."""
+    return _tls.bookkeeping > 0
+
+
 # Poisoned storages of all torch graphs: storage key -> (weak ref, graph label, token).
 _POISONED: dict[int, tuple[Any, str, int]] = {}
 _TOKENS = itertools.count(1)
@@ -434,10 +440,18 @@ class TorchOps:
         wide, but they only refuse on the capturing thread). Hooks nest: each
         capture state gets its own dispatch mode, innermost first.
         """
+        with self.capturing(state), _mode_classes()[0](state):
+            yield
+
+    @contextmanager
+    def capturing(self, state: CaptureState) -> Iterator[None]:
+        """Mark a capture under way on this thread: the poison guard is off, and with
+        ``state.check_escapes`` the host-read methods refuse (see :meth:`capture_hooks`).
+        The op-level recorder uses this with its own dispatch mode."""
         _tls.captures.append(state)
         try:
             _update_guard()  # off while capturing
-            with self._patched_host_reads(state.check_escapes), _mode_classes()[0](state):
+            with self._patched_host_reads(state.check_escapes):
                 yield
         finally:
             _tls.captures.remove(state)

@@ -1,0 +1,152 @@
+"""The static-input table of a real device capture, observed without engine changes.
+
+:class:`CaptureObserver` is a torch dispatch mode to enter inside (or around) a
+real ``torch.cuda.graph`` capture. It sees every aten op the captured region
+issues and keeps one :class:`GraphInput` row per pre-existing storage the ops
+read or write: storages the region did not allocate itself, which the graph
+will read and write at the same addresses on every replay. Views are folded
+into the tensor they view, and names come from the adapter's buffer map
+(``id(tensor) -> name``: module attribute paths, parameter names).
+
+It also refuses host synchronisations before they reach the device (a
+``.item()`` inside a CUDA capture invalidates it with an opaque error), naming
+the op and the engine's source line. It executes nothing itself and changes no
+result: the ops run as they would without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .base import HostSyncInCapture, StaticInput
+from .op_graphs import _sync_reason
+from .sites import OpSite, user_frame
+from .torch_ops import _op_info, _op_tensors, _storage_key, _written_tensors, in_bookkeeping
+
+
+@dataclass(frozen=True)
+class GraphInput(StaticInput):
+    """A static-input row with a weak reference to the tensor, and whether the graph writes it."""
+
+    ref: Any = field(default=None, compare=False, repr=False)
+    written: bool = False
+    first_op: str = ""  # the first op that touched it, with its site
+
+    def alive(self) -> bool:
+        """Whether the engine still holds the tensor (a dead one's memory is free for reuse)."""
+        return self.ref is not None and self.ref() is not None
+
+
+@functools.cache
+def _mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ObserverMode(TorchDispatchMode):
+        def __init__(self, observer: CaptureObserver) -> None:
+            super().__init__()
+            self.observer = observer
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if in_bookkeeping():
+                return func(*args, **kwargs)
+            return self.observer.observe(func, args, kwargs)
+
+    return ObserverMode
+
+
+class CaptureObserver:
+    """Records the pre-existing storages a captured region's ops touch (see the module docstring)."""
+
+    def __init__(self, names: Mapping[int, str] | None = None, *, label: str = "observed capture") -> None:
+        import torch
+
+        self.torch = torch
+        self.label = label
+        self._names = dict(names or {})
+        self._made: set[int] = set()  # storage keys the region allocated
+        self._made_objects: set[int] = set()
+        self._rows: dict[int, dict[str, Any]] = {}  # id(root) -> row fields, in first-touch order
+        self._keep: list[Any] = []  # strong refs while observing (ids stay unique)
+        self.ops_seen = 0
+        self._mode: Any = None
+        self._frozen: tuple[GraphInput, ...] | None = None
+
+    def __enter__(self) -> CaptureObserver:
+        self._mode = _mode_class()(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        mode, self._mode = self._mode, None
+        mode.__exit__(None, None, None)
+        self._frozen = self._table()
+        self._rows.clear()  # the rows' strong references go: a dead input must be able to die
+        self._keep.clear()
+
+    def observe(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        torch = self.torch
+        reason = _sync_reason(func, args, kwargs)
+        if reason:
+            file, line, function = user_frame(2)
+            site = OpSite(file=file, line=line, function=function)
+            raise HostSyncInCapture(f"{reason} {site.location()}; not allowed inside graph capture ({self.label})")
+        info = _op_info(func)
+        inputs = _op_tensors(args, torch.Tensor) + (_op_tensors(kwargs.values(), torch.Tensor) if kwargs else [])
+        written = {id(t) for t in _written_tensors(info, args, kwargs, torch.Tensor)} if info.written else set()
+        for t in inputs:
+            if _storage_key(t) not in self._made:
+                self._note(t, func, id(t) in written)
+        out = func(*args, **kwargs)
+        in_keys = {_storage_key(t) for t in inputs}
+        in_ids = {id(t) for t in inputs}
+        for t in _op_tensors(out, torch.Tensor):
+            if id(t) in in_ids:
+                continue
+            self._made_objects.add(id(t))
+            key = _storage_key(t)
+            if key not in in_keys:
+                self._made.add(key)
+        self.ops_seen += 1
+        return out
+
+    def _note(self, t: Any, func: Any, written: bool) -> None:
+        base = t._base
+        root = base if base is not None and id(base) not in self._made_objects else t
+        row = self._rows.get(id(root))
+        if row is None:
+            file, line, function = user_frame(3)
+            self._keep.append(root)
+            row = self._rows[id(root)] = {
+                "name": self._names.get(id(t), self._names.get(id(root))),
+                "root": root,
+                "written": False,
+                "first_op": OpSite(file=file, line=line, function=function).describe(str(func)),
+            }
+        row["written"] = row["written"] or written
+
+    @property
+    def inputs(self) -> tuple[GraphInput, ...]:
+        """One row per pre-existing storage root the region touched, in first-touch order."""
+        return self._frozen if self._frozen is not None else self._table()
+
+    def _table(self) -> tuple[GraphInput, ...]:
+        rows = []
+        for row in self._rows.values():
+            root = row["root"]
+            rows.append(
+                GraphInput(
+                    row["name"],
+                    id(root),
+                    root.data_ptr(),
+                    tuple(root.shape),
+                    str(root.dtype).removeprefix("torch."),
+                    ref=weakref.ref(root),
+                    written=row["written"],
+                    first_op=row["first_op"],
+                )
+            )
+        return tuple(rows)
