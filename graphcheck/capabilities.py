@@ -39,6 +39,8 @@ from graphcheck.scenario import (
 )
 
 Layout = Literal["slot", "packed"]
+GraphApi = Literal["runner", "torch.cuda"]
+GRAPH_APIS = ("runner", "torch.cuda")
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class EngineCapabilities:
     contracts: tuple[str, ...] = CONTRACT_NAMES
     layout: Layout = "slot"
     faults: tuple[Fault, ...] = ()
+    #: How the engine captures graphs: "runner" (through the Device's graph runner, as the built-in
+    #: engine does) or "torch.cuda" (it calls torch.cuda.CUDAGraph / torch.cuda.graph itself; on a CPU
+    #: backend graphcheck then runs it inside graphcheck.emulate.cuda_graphs()).
+    graph_api: GraphApi = "runner"
 
     def __post_init__(self) -> None:
         if not (self.drafts or self.naive):
@@ -97,6 +103,8 @@ class EngineCapabilities:
                 raise ValueError(
                     f"EngineCapabilities.{name}: need a non-empty subset of {', '.join(known)}, got {have!r}"
                 )
+        if self.graph_api not in GRAPH_APIS:
+            raise ValueError(f"EngineCapabilities.graph_api: one of {', '.join(GRAPH_APIS)}, got {self.graph_api!r}")
         if self.layout not in ("slot", "packed"):
             raise ValueError(f"EngineCapabilities.layout: 'slot' or 'packed', got {self.layout!r}")
         names = [f.name for f in self.faults]
@@ -174,6 +182,7 @@ class EngineCapabilities:
             f"models: {', '.join(self.models)}",
             f"contracts: {', '.join(self.contracts)}",
             f"layout: {self.layout}",
+            f"graphs captured through: {self.graph_api}",
             f"faults: {len(self.faults)}",
         ]
 

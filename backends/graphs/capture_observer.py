@@ -21,7 +21,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .base import HostSyncInCapture, StaticInput
+from . import kernels
+from .base import Graph, HostSyncInCapture, StaticInput
 from .op_graphs import _sync_reason
 from .sites import OpSite, user_frame
 from .torch_ops import _op_info, _op_tensors, _storage_key, _written_tensors, in_bookkeeping
@@ -150,3 +151,29 @@ class CaptureObserver:
                 )
             )
         return tuple(rows)
+
+
+class ObservedGraph(Graph):
+    """A real ``torch.cuda.CUDAGraph`` with the static-input table a :class:`CaptureObserver` saw.
+
+    What an adapter hands graphcheck for an engine that captures with ``torch.cuda``
+    itself: ``stale_inputs`` and ``dead_inputs`` work on the observed rows, and
+    ``replay`` replays the real graph (as one opaque launch under a kernel trace).
+    """
+
+    def __init__(self, graph: Any, inputs: tuple[GraphInput, ...], *, outputs: Any = None, label: str = "cuda graph"):
+        from .torch_ops import TorchOps
+
+        self._graph = graph
+        self.label = label
+        self.outputs = outputs
+        self._ops = TorchOps()
+        self.static_inputs = tuple(inputs)
+        self._root_refs = tuple(inp.ref for inp in inputs)
+
+    def replay(self) -> None:
+        tracer = kernels.current_tracer()
+        if tracer is None:
+            self._graph.replay()
+        else:
+            tracer.trace_call(self._graph.replay, (), {}, graph=self.label)

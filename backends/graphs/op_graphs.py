@@ -41,6 +41,7 @@ the op where two engines part. :class:`OpGraphRunner` puts this behind the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import threading
@@ -473,8 +474,11 @@ class OpGraph(Graph):
                 "(a GPU graph would read whatever reused that memory; keep captured inputs alive)"
             )
         if self._token is not None:
+            # A storage of a shared pool may carry a later capture's poison (it sits on this graph's
+            # block): this replay writes it, so all of this graph's storages are lifted, not one token's.
             token, self._token = self._token, None
             self._ops.clear_poison(token)
+            self._ops.clear_poison_of(self._owned)
         tracer = kernels.current_tracer()
         for record in self._records:
             if record.is_view:
@@ -510,6 +514,15 @@ class OpGraph(Graph):
         self._input_aliases = []
 
     # ------------------------------------------------------------------ what it holds
+    def name_inputs(self, names: Mapping[int, str]) -> None:
+        """Name the static inputs still unnamed from ``names`` (``id(tensor) -> name``, the engine's buffer map)."""
+        self.static_inputs = tuple(
+            inp
+            if inp.name is not None or inp.tensor_id not in names
+            else dataclasses.replace(inp, name=names[inp.tensor_id])
+            for inp in self.static_inputs
+        )
+
     @property
     def records(self) -> list[OpRecord]:
         """The recorded ops in replay order (views included: replay skips them)."""

@@ -383,6 +383,12 @@ class TorchOps:
         _SCOPED.discard(token)
         _update_guard()
 
+    def clear_poison_of(self, tensors: Iterable[Any]) -> None:
+        """Lift the poison of these tensors' storages, whichever capture set it (a replay writes them)."""
+        for t in tensors:
+            _POISONED.pop(_storage_key(t), None)
+        _update_guard()
+
     def scope_poison(self, token: int) -> None:
         """Enforce ``token``'s poison only inside :meth:`guarding` scopes from now on.
 

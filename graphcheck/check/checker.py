@@ -20,11 +20,12 @@ else failed, and how to replay the scenario.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from graphcheck.check.engines import BUILTIN, EngineChoice, resolve_engine
 from graphcheck.check.lockstep import Lockstep
@@ -143,7 +144,7 @@ class Checker:
         run fails, re-run it with a kernel trace and set ``outcome.localisation``
         (for a shrunk scenario, never inside a search loop; the trace builds new engines).
         """
-        with single_threaded(self.backend):
+        with single_threaded(self.backend), self.graph_api():
             outcome = self.build(scenario, faults=faults, timings=timings).run()
             if localise and not outcome.clean and outcome.device_error is None:
                 outcome.localisation = self.localise(outcome)
@@ -163,8 +164,18 @@ class Checker:
         """Where ``outcome``'s first failing divergence began (``graphcheck.check.localise``); never raises."""
         from graphcheck.check.localise import localise_outcome
 
-        with single_threaded(self.backend):
+        with single_threaded(self.backend), self.graph_api():
             return localise_outcome(outcome, self.backend, faults=outcome.faults, engine_factory=self.engine.factory)
+
+    def graph_api(self) -> ContextManager[Any]:
+        """Where the engine's graphs come from: for an engine that captures with ``torch.cuda`` itself
+        (``graph_api="torch.cuda"``) on a CPU backend, ``graphcheck.emulate.cuda_graphs()`` (freed
+        inputs kept readable: the lockstep's address audit reports them); otherwise nothing to set up."""
+        if self.engine.capabilities.graph_api != "torch.cuda" or self.backend.device != "cpu":
+            return contextlib.nullcontext()
+        from graphcheck.emulate import cuda_graphs
+
+        return cuda_graphs(on_freed="keep")
 
     def _report(self, outcome: CheckOutcome) -> str:
         if outcome.localisation is None and outcome.device_error is None:

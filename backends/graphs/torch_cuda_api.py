@@ -1,0 +1,74 @@
+"""A graph runner that captures through ``torch.cuda``'s public API, as third-party engines do.
+
+:class:`TorchCudaApiRunner` calls ``torch.cuda.CUDAGraph()`` and ``torch.cuda.graph(g,
+pool=...)`` by name and nothing of graphcheck's, so the same code path is
+
+* on a GPU: a real capture, with a :class:`~.capture_observer.CaptureObserver`
+  inside it for the static-input table (an :class:`~.capture_observer.ObservedGraph`);
+* on the CPU inside ``graphcheck.emulate.cuda_graphs()``: the op-level emulator
+  (the graph is the :class:`~.op_graphs.OpGraph` the emulated ``CUDAGraph`` holds).
+
+It exists to prove that path end to end: the built-in engine on this runner is an
+engine that captures with ``torch.cuda`` directly (``graph_api="torch.cuda"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, Callable, Mapping
+
+from .base import Graph, GraphRunner
+from .warmup import region_label
+
+
+class TorchCudaApiRunner(GraphRunner):
+    """Captures each region with ``torch.cuda.graph`` into one shared pool (see the module docstring)."""
+
+    name = "torch.cuda"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self._pool: Any = None
+        self._count = itertools.count(1)
+        self._emulated: weakref.WeakSet[Any] = weakref.WeakSet()  # OpGraphs, when captured under the emulator
+
+    def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> Graph:
+        from .capture_observer import CaptureObserver, ObservedGraph
+        from .cuda_emulation import EmulatedCUDAGraph
+
+        torch = self.torch
+        label = region_label(next(self._count), fn)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        g = torch.cuda.CUDAGraph()
+        if isinstance(g, EmulatedCUDAGraph):
+            with torch.cuda.graph(g, pool=self._pool):
+                outputs = fn()
+            graph = g.graph
+            graph.outputs, graph.label = outputs, label
+            graph.name_inputs(names or {})
+            self._emulated.add(graph)
+            return graph
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(g, pool=self._pool, stream=side):
+            with CaptureObserver(names, label=label) as seen:
+                outputs = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        return ObservedGraph(g, seen.inputs, outputs=outputs, label=label)
+
+    def memory_bytes(self) -> int:
+        """Allocator bytes on a GPU; under the emulator, the storage its graphs alone keep alive."""
+        if not self._emulated and self.torch.cuda.is_available():
+            return self.torch.cuda.memory_allocated()
+        held: dict[int, Any] = {}
+        for graph in list(self._emulated):
+            held.update(graph.held_storages())
+        return sum(t.untyped_storage().nbytes() for t in held.values())
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize()
+
