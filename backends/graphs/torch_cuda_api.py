@@ -3,7 +3,7 @@
 :class:`TorchCudaApiRunner` calls ``torch.cuda.CUDAGraph()`` and ``torch.cuda.graph(g,
 pool=...)`` by name and nothing of graphcheck's, so the same code path is
 
-* on a GPU: a real capture, with a :class:`~.capture_observer.CaptureObserver`
+* on a GPU: a real capture after two warm-up runs on a side stream (their writes undone), with a :class:`~.capture_observer.CaptureObserver`
   inside it for the static-input table (an :class:`~.capture_observer.ObservedGraph`);
 * on the CPU inside ``graphcheck.emulate.cuda_graphs()``: the op-level emulator
   (the graph is the :class:`~.op_graphs.OpGraph` the emulated ``CUDAGraph`` holds).
@@ -18,8 +18,24 @@ import itertools
 import weakref
 from typing import Any, Callable, Mapping
 
-from .base import Graph, GraphRunner
-from .warmup import region_label
+from . import kernels
+from .base import Graph, GraphRunner, HostSyncInCapture
+from .torch_ops import TorchOps
+from .warmup import region_label, restore, warm_up
+
+
+class _Launcher:
+    """Kernel observer while capturing: kernels run as plain calls (not through a kernel trace,
+    whose host copies a capture refuses), and ``host_sync`` is refused."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        return kernels.launch(fn, args, kwargs)
+
+    def on_host_sync(self, what: str) -> None:
+        raise HostSyncInCapture(f"host sync '{what}' inside graph capture ({self.label})")
 
 
 class TorchCudaApiRunner(GraphRunner):
@@ -31,6 +47,7 @@ class TorchCudaApiRunner(GraphRunner):
         import torch
 
         self.torch = torch
+        self.ops = TorchOps()
         self._pool: Any = None
         self._count = itertools.count(1)
         self._emulated: weakref.WeakSet[Any] = weakref.WeakSet()  # OpGraphs, when captured under the emulator
@@ -45,19 +62,28 @@ class TorchCudaApiRunner(GraphRunner):
             self._pool = torch.cuda.graph_pool_handle()
         g = torch.cuda.CUDAGraph()
         if isinstance(g, EmulatedCUDAGraph):
-            with torch.cuda.graph(g, pool=self._pool):
+            with torch.cuda.graph(g, pool=self._pool), kernels.observing(_Launcher(label)):
                 outputs = fn()
             graph = g.graph
             graph.outputs, graph.label = outputs, label
             graph.name_inputs(names or {})
             self._emulated.add(graph)
             return graph
+        # As engines do (and torch's docs ask): warm up on a side stream first, so lazy
+        # initialisation (library handles, allocator growth) happens outside the capture.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.graph(g, pool=self._pool, stream=side):
-            with CaptureObserver(names, label=label) as seen:
-                outputs = fn()
-        torch.cuda.current_stream().wait_stream(side)
+        snapshots: dict[int, Any] = {}
+        try:
+            with torch.cuda.stream(side):
+                warm_up(fn, self.ops, 2, label, snapshots)
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(g, pool=self._pool, stream=side):
+                with CaptureObserver(names, label=label) as seen, kernels.observing(_Launcher(label)):
+                    outputs = fn()
+        finally:
+            restore(self.ops, snapshots)
+            torch.cuda.synchronize()
         return ObservedGraph(g, seen.inputs, outputs=outputs, label=label)
 
     def memory_bytes(self) -> int:
