@@ -138,9 +138,38 @@ def test_each_fault_diverges_first_in_the_same_place_under_both_runners(fault: s
     assert on_kernel.agrees_with(on_ops), (on_kernel, on_ops)
 
 
+@pytest.mark.slow
 def test_rebound_offsets_tie_is_ordered_by_first_read(kernel, ops) -> None:
     """rebind-output-offsets rebinds two outputs in one step: both emulators name both, each its own first."""
     fault = "rebind-output-offsets"
     on_kernel, on_ops = _both(FAULT_SCENARIOS[fault](), fault, kernel, ops)
     assert on_kernel.tie == on_ops.tie == {"cu_seqlens_out", "batch_ids_out"}
     assert (on_kernel.tensor, on_ops.tensor) == ("cu_seqlens_out", "batch_ids_out")
+
+
+# --------------------------------------------------------------------------- op-level localisation
+
+
+def test_source_of_a_recorded_op_is_the_engine_line() -> None:
+    from graphcheck.backends.graphs.op_graphs import OpRecord, op_call
+    from graphcheck.backends.graphs.sites import OpSite
+    from graphcheck.check.trace import source_of
+
+    site = OpSite(None, "target_forward", "/x/engine.py", 42, "f")
+    call = op_call(OpRecord(object(), (), {}, None, site, False))
+    assert call.__qualname__.startswith("target_forward/") and source_of(call) == ("/x/engine.py", 42)
+
+
+def test_a_freed_input_localises_to_the_op_and_the_kernel_it_ran_in(kernel, ops) -> None:
+    """captured-temporary-freed: the kernel emulator names target_forward; the op-level one the aten op
+    inside it that reads the freed table, at the engine's line (backends/engine), not the xp shim's."""
+    from graphcheck.check.localise import localise
+
+    fault = "captured-temporary-freed"
+    scenario = FAULT_SCENARIOS[fault]()
+    by_kernel = localise(check_scenario(scenario, kernel, faults=[fault]), kernel, faults=[fault])
+    by_op = localise(check_scenario(scenario, ops, faults=[fault]), ops, faults=[fault])
+    assert by_kernel.kernel == "target_forward" and by_kernel.method == by_op.method == "graph inputs"
+    kernel_name, op = by_op.kernel.split("/")
+    assert kernel_name == by_kernel.kernel and op.startswith("aten.")
+    assert by_op.source_file.startswith("backends/engine/") and by_op.source_line

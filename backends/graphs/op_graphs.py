@@ -518,6 +518,11 @@ class OpGraph(Graph):
         """The recorded ops in replay order (views included: replay skips them)."""
         return list(self._records or [])
 
+    def kernel_calls(self) -> list[tuple[Callable[..., Any], tuple, dict]]:
+        """``(call, args, kwargs)`` of each op a replay issues, named as a kernel trace names them
+        (:func:`op_call`): localisation finds the first op that reads a stale static input here."""
+        return [(op_call(r), r.args, r.kwargs) for r in self._records or [] if not r.is_view]
+
     def persistent_tensors(self) -> list[Any]:
         """Every storage the capture allocated: a replay writes them, and ops that write part of one
         leave the rest from the last replay."""
