@@ -38,6 +38,9 @@ from graphcheck.errors import BackendUnavailableError, GraphcheckError, InputErr
 from .graphs.base import GraphRunner
 
 BACKENDS = ("cpu", "cuda", "npu", "xpu")
+#: Graph emulators for the torch CPU backends (``--emulator``): the kernel-level
+#: ``EmulatedRunner`` (default) or the op-level ``OpGraphRunner`` (torch only).
+EMULATORS = ("kernel", "ops")
 
 
 class BackendError(GraphcheckError):
@@ -46,6 +49,10 @@ class BackendError(GraphcheckError):
 
 class UnknownBackend(BackendError, InputError, ValueError):
     """No backend has that name (bad input: an ``InputError``, and a ``ValueError`` as before)."""
+
+
+class UnsupportedEmulator(BackendError, InputError, ValueError):
+    """``--emulator`` names no emulator, or one the backend cannot run on (bad input: an ``InputError``)."""
 
 
 class BackendUnavailable(BackendError, BackendUnavailableError):
@@ -69,6 +76,13 @@ class Device:
     #: A runner whose graphs replay kernel by kernel, for a kernel trace (None: ``runner_factory``'s
     #: graphs already do, or the device cannot, and a trace sees each replay as one call).
     trace_runner_factory: Callable[[], GraphRunner] | None = None
+    #: The CPU graph emulator (one of :data:`EMULATORS`): "ops" runs graphs on ``OpGraphRunner``.
+    emulator: str = "kernel"
+
+    @property
+    def op_level(self) -> bool:
+        """Whether graphs are recorded op by op (a kernel trace then names aten ops, not kernels)."""
+        return self.emulator == "ops"
 
     def for_tracing(self) -> Device:
         """This device with the runner a kernel trace needs (``graphcheck.check.localise``)."""
@@ -139,6 +153,12 @@ def _emulated_runner() -> GraphRunner:
     return EmulatedRunner()
 
 
+def _op_runner() -> GraphRunner:
+    from .graphs.op_graphs import OpGraphRunner
+
+    return OpGraphRunner()
+
+
 def _cuda_runner() -> GraphRunner:
     from .graphs.cuda import CudaGraphRunner
 
@@ -151,8 +171,18 @@ def _cuda_trace_runner() -> GraphRunner:
     return CudaGraphRunner(per_kernel=True)
 
 
-def _torch_cpu(name: str, what: str) -> Device:
+def _torch_cpu(name: str, what: str, emulator: str = "kernel") -> Device:
     torch = _load_torch(name)
+    if emulator == "ops":
+        return Device(
+            name=name,
+            framework="torch",
+            device="cpu",
+            runner_factory=_op_runner,
+            description=f"{what}: torch {torch.__version__} on cpu, op-level emulated graph runner (emulated-ops)",
+            emulated=True,
+            emulator="ops",
+        )
     return Device(
         name=name,
         framework="torch",
@@ -389,16 +419,35 @@ def choice_from_env(environ: Any = os.environ) -> tuple[str, bool]:
     return environ.get("GRAPHCHECK_BACKEND", "cpu"), emulate
 
 
-def resolve(name: str, *, emulate: bool = False) -> Device:
-    """The backend called ``name``; with ``emulate``, its CPU emulation."""
+def check_emulator(key: str, emulate: bool, emulator: str) -> None:
+    """Refuse an ``emulator`` that is unknown or that backend ``key`` cannot use (:class:`UnsupportedEmulator`)."""
+    if emulator not in EMULATORS:
+        raise UnsupportedEmulator(f"unknown emulator {emulator!r}; valid emulators: {', '.join(EMULATORS)}")
+    if emulator == "kernel" or key == "cpu" or (key == "cuda" and emulate):
+        return
+    if key == "cuda":
+        raise UnsupportedEmulator(
+            "--emulator ops needs a CPU emulation: real cuda graphs have no emulator (add --emulate, or use --backend cpu)"
+        )
+    why = "paddle" if key == "xpu" else "the npu graph runner on the emulated NPU module"
+    raise UnsupportedEmulator(
+        f"--emulator ops cannot run backend {key!r}: op-level emulation records torch ops on the CPU, and {key} "
+        f"{'--emulate ' if emulate else ''}runs {why} (use --backend cpu, or cuda --emulate)"
+    )
+
+
+def resolve(name: str, *, emulate: bool = False, emulator: str = "kernel") -> Device:
+    """The backend called ``name``; with ``emulate``, its CPU emulation; ``emulator="ops"``: the torch CPU
+    backends (cpu, cuda --emulate) on the op-level graph runner instead of the kernel-level one."""
     key = name.strip().lower()
     if key not in BACKENDS:
         raise UnknownBackend(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+    check_emulator(key, emulate, emulator)
     if key == "cpu":
-        return _torch_cpu("cpu", "cpu")
+        return _torch_cpu("cpu", "cpu", emulator)
     if key == "cuda":
         if emulate:
-            return _torch_cpu("cuda", "cuda --emulate")
+            return _torch_cpu("cuda", "cuda --emulate", emulator)
         torch = _load_torch("cuda")
         if not torch.cuda.is_available():
             raise BackendUnavailable(

@@ -6,6 +6,7 @@ Environment (``graphcheck bench`` sets all three; run by hand, set them yourself
   when torch sees a GPU, else ``cpu``.
 - ``GRAPHCHECK_BENCH_EMULATE=1``: that backend's framework path on the CPU, emulated graph runner.
 - ``GRAPHCHECK_BENCH_QUICK=1``: fewer sizes and rounds, for a smoke run (figures are rough).
+- ``GRAPHCHECK_BENCH_EMULATOR``: ``kernel`` (default) or ``ops``, the CPU graph emulator (``--emulator``).
 - ``GRAPHCHECK_BENCH_ENGINE``: the engine ``--engine`` names (default ``builtin``). The decode-step
   benchmark times the built-in engine's internals and skips for any other.
 
@@ -40,7 +41,11 @@ def bench_device() -> Any:
     from graphcheck.backends.devices import BackendError, resolve
 
     try:
-        return resolve(backend_name(), emulate=os.environ.get("GRAPHCHECK_BENCH_EMULATE") == "1")
+        return resolve(
+            backend_name(),
+            emulate=os.environ.get("GRAPHCHECK_BENCH_EMULATE") == "1",
+            emulator=os.environ.get("GRAPHCHECK_BENCH_EMULATOR") or "kernel",
+        )
     except BackendError as err:
         pytest.skip(str(err))
 

@@ -12,6 +12,8 @@ Options:
   default ``$GRAPHCHECK_BACKEND``, else ``cpu`` (the variable ``suites/`` reads).
 * ``--graphcheck-emulate``: run that backend's framework on the CPU with the
   emulated graph runner; default ``$GRAPHCHECK_EMULATE``.
+* ``--graphcheck-emulator {kernel,ops}``: the CPU graph emulator of cpu and
+  cuda --emulate (default kernel; ops: the op-level ``OpGraphRunner``).
 * ``--graphcheck-engine SPEC``: the engine the fixtures check, as ``graphcheck run
   --engine`` names it (``builtin``, an entry point of ``graphcheck.engines``, or
   ``package.module:attribute``); default ``$GRAPHCHECK_ENGINE``, else ``builtin``.
@@ -68,7 +70,7 @@ PROFILE_PREFIX = "graphcheck-"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from graphcheck.backends.devices import BACKENDS
+    from graphcheck.backends.devices import BACKENDS, EMULATORS
     from graphcheck.check.oracles import ORACLE_CHOICES
     from graphcheck.check.setup import MODEL_ALIASES
     from graphcheck.contract import CONTRACT_NAMES
@@ -87,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default $GRAPHCHECK_EMULATE)",
+    )
+    group.addoption(
+        "--graphcheck-emulator",
+        choices=EMULATORS,
+        default=None,
+        help="the CPU graph emulator of cpu and cuda --emulate: kernel (default) or ops (op-level, torch only)",
     )
     group.addoption(
         "--graphcheck-model",
@@ -210,15 +218,22 @@ def backend_choice(config: pytest.Config) -> tuple[str, bool]:
     return config.getoption("graphcheck_backend") or env_name, env_emulate if emulate is None else bool(emulate)
 
 
+def emulator_choice(config: pytest.Config) -> str:
+    """``--graphcheck-emulator``, default the kernel-level emulator."""
+    return config.getoption("graphcheck_emulator", None) or "kernel"
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     options = ("graphcheck_backend", "graphcheck_emulate", "graphcheck_profile", "graphcheck_engine")
-    if not any(config.getoption(o) for o in options):
+    emulator = emulator_choice(config)
+    if not any(config.getoption(o) for o in options) and emulator == "kernel":
         return None
     name, emulate = backend_choice(config)
     profile = config.getoption("graphcheck_profile")
     engine = config.getoption("graphcheck_engine")
     return (
         f"graphcheck: backend {name}{' --emulate' if emulate else ''}"
+        + (f" --emulator {emulator}" if emulator != "kernel" else "")
         + (f", engine {engine}" if engine else "")
         + (f", hypothesis profile {profile_name(profile)}" if profile else "")
     )
@@ -231,7 +246,7 @@ def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
 
     name, emulate = backend_choice(pytestconfig)
     try:
-        return resolve(name, emulate=emulate)
+        return resolve(name, emulate=emulate, emulator=emulator_choice(pytestconfig))
     except BackendError as exc:
         pytest.fail(f"graphcheck backend unavailable: {exc}", pytrace=False)
 

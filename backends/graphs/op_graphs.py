@@ -480,14 +480,17 @@ class OpGraph(Graph):
             self._ops.clear_poison(token)
             self._ops.clear_poison_of(self._owned)
         tracer = kernels.current_tracer()
-        for record in self._records:
-            if record.is_view:
-                continue  # a view of a frozen storage is the captured view
-            if tracer is None:
-                fresh = record.func(*record.args, **record.kwargs)
-            else:
-                fresh = tracer.trace_call(op_call(record), record.args, record.kwargs, graph=self.label)
-            self._store(record, fresh)
+        # The replay is device work, past the poison guard: in a shared pool its ops read and write
+        # blocks a later graph was placed on before that graph's first replay, as a CUDA graph may.
+        with self._ops.bookkeeping():
+            for record in self._records:
+                if record.is_view:
+                    continue  # a view of a frozen storage is the captured view
+                if tracer is None:
+                    fresh = record.func(*record.args, **record.kwargs)
+                else:
+                    fresh = tracer.trace_call(op_call(record), record.args, record.kwargs, graph=self.label)
+                self._store(record, fresh)
         self.replays += 1
 
     def _store(self, record: OpRecord, fresh: Any) -> None:
@@ -527,6 +530,11 @@ class OpGraph(Graph):
     def records(self) -> list[OpRecord]:
         """The recorded ops in replay order (views included: replay skips them)."""
         return list(self._records or [])
+
+    def kernel_calls(self) -> list[tuple[Callable[..., Any], tuple, dict]]:
+        """``(call, args, kwargs)`` of each op a replay issues, named as a kernel trace names them
+        (:func:`op_call`): localisation finds the first op that reads a stale static input here."""
+        return [(op_call(r), r.args, r.kwargs) for r in self._records or [] if not r.is_view]
 
     def persistent_tensors(self) -> list[Any]:
         """Every storage the capture allocated: a replay writes them, and ops that write part of one

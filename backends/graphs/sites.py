@@ -5,7 +5,8 @@ that first diverged" or "the host sync that broke the capture" needs the line
 of *their* code that issued it, and the ``nn.Module`` it ran under. This module
 finds the line (:func:`user_frame`); the module path comes from the recorder's
 module hooks. Frames in torch, paddle, ``contextlib`` and graphcheck's graph
-package are skipped: they are the machinery between the engine and the op.
+package (and the built-in engine's ``backends/xp`` array shims) are skipped: they are the
+machinery between the engine and the op.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ class OpSite:
 @functools.cache
 def _machinery_dirs() -> tuple[str, ...]:
     """Folders whose frames are machinery, not the engine's code."""
-    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.abspath(contextlib.__file__)]
+    graphs = os.path.dirname(os.path.abspath(__file__))
+    # The built-in engine's array shims (backends/xp: xp.copy_(dst, src) and the like) are machinery too:
+    # the line that matters is the engine's call of them.
+    dirs = [graphs + os.sep, os.path.join(os.path.dirname(graphs), "xp") + os.sep, os.path.abspath(contextlib.__file__)]
     for name in ("torch", "paddle"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):

@@ -281,6 +281,7 @@ class BenchRun:
     out_dir: Path
     select: str | None = None  # pytest -k expression
     engine: str = "builtin"  # --engine SPEC (GRAPHCHECK_BENCH_ENGINE)
+    emulator: str = "kernel"  # --emulator (GRAPHCHECK_BENCH_EMULATOR)
 
 
 def pytest_command(run: BenchRun, files: Sequence[Path]) -> list[str]:
@@ -311,6 +312,7 @@ def pytest_env(run: BenchRun) -> dict[str, str]:
         GRAPHCHECK_BENCH_EMULATE="1" if run.emulate else "0",
         GRAPHCHECK_BENCH_QUICK="1" if run.quick else "0",
         GRAPHCHECK_BENCH_ENGINE=run.engine,
+        GRAPHCHECK_BENCH_EMULATOR=run.emulator,
         PYTHONPATH=root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
     )
     return env

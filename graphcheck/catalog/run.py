@@ -278,11 +278,13 @@ def run_fault_job(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path)
     return _assemble(name, search_fault(name, backend, cfg, work_dir), baseline_fault(name, backend, cfg), cfg)
 
 
-def _resolved_run(part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path) -> Any:
+def _resolved_run(
+    part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path, emulator: str
+) -> Any:
     """One part ("search" or "baseline") of one catalog job, in a fresh process."""
     from graphcheck.backends.devices import resolve
 
-    backend = resolve(backend_name, emulate=emulate)  # a real device: no CPU threads to pin
+    backend = resolve(backend_name, emulate=emulate, emulator=emulator)  # a real device: no CPU threads to pin
     return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend, cfg)
 
 
@@ -299,7 +301,8 @@ def _isolated(part: str, name: str, backend: Any, cfg: CatalogSettings, work_dir
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        job = pool.submit(_resolved_run, part, name, backend.name, bool(backend.emulated), cfg, work_dir)
+        emulator = getattr(backend, "emulator", "kernel")
+        job = pool.submit(_resolved_run, part, name, backend.name, bool(backend.emulated), cfg, work_dir, emulator)
         try:
             return job.result()
         except BrokenProcessPool as err:

@@ -238,12 +238,14 @@ Job = tuple[str, int]  # (fault, seed); "" = the clean engine
 DoneHook = Callable[[SeedRun], None]
 
 
-def _resolved_job(job: Job, backend_name: str, emulate: bool, cfg: SeedsSettings, work_dir: Path) -> SeedRun:
+def _resolved_job(
+    job: Job, backend_name: str, emulate: bool, cfg: SeedsSettings, work_dir: Path, emulator: str = "kernel"
+) -> SeedRun:
     """One job in a worker process: the backend resolved there, torch on one thread."""
     from graphcheck.backends.devices import resolve
     from graphcheck.check.threads import single_threaded
 
-    backend = resolve(backend_name, emulate=emulate)
+    backend = resolve(backend_name, emulate=emulate, emulator=emulator)
     with single_threaded(backend):
         return run_seed(*job, backend, cfg, work_dir)
 
@@ -264,7 +266,7 @@ def _in_pool(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     context = multiprocessing.get_context("spawn")
-    args = (backend.name, bool(backend.emulated), cfg, work_dir)
+    args = (backend.name, bool(backend.emulated), cfg, work_dir, getattr(backend, "emulator", "kernel"))
     if per_job:
         for job in jobs:
             with ProcessPoolExecutor(1, mp_context=context) as pool:

@@ -193,6 +193,7 @@ class Checker:
             faults=self.faults if faults is None else faults,
             engine=self.engine.spec,
             oracle=self.setup.oracle,
+            emulator=getattr(backend, "emulator", "kernel"),
         )
 
     def failure_report(self, outcome: CheckOutcome) -> str:

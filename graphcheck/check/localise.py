@@ -92,11 +92,21 @@ class _Run:
         weights = make_weights(scenario.config)
         self.traces = {"eager": KernelTrace("eager"), "graph": KernelTrace("graph")}
         self.engines: dict[str, Any] = {}
+        self.op_level = bool(getattr(backend, "op_level", False))
         trace_backend = getattr(backend, "for_tracing", lambda: backend)()
         for name, device, graphs in (("eager", backend, False), ("graph", trace_backend, True)):
-            with kernels.tracing(self.traces[name]):
+            with kernels.tracing(self.tracer(name)):
                 self.engines[name] = factory(scenario.config, weights, device=device, use_graphs=graphs, faults=faults)
             self.traces[name].bind(self.engines[name])
+
+    def tracer(self, name: str) -> Any:
+        """What traces engine ``name``: its KernelTrace, op by op on an op-level runner (whose graphs
+        replay aten ops, so the eager calls must be aten ops too for the two to align)."""
+        if not self.op_level:
+            return self.traces[name]
+        from graphcheck.backends.graphs.op_trace import OpLevelTracer
+
+        return OpLevelTracer(self.traces[name])
 
     def step(self, t: int, *, traced: bool) -> None:
         from graphcheck.backends.graphs import kernels
@@ -104,7 +114,7 @@ class _Run:
         for name, engine in self.engines.items():
             trace = self.traces[name]
             trace.start_phase(f"step {t}")
-            with kernels.tracing(trace) if traced else nullcontext():
+            with kernels.tracing(self.tracer(name)) if traced else nullcontext():
                 apply_events(engine, self.scenario, t)
                 engine.step(t, self.scenario.accept_overrides_at(t))
 

@@ -192,12 +192,16 @@ def replay_command_line(
     faults: Sequence[str] = (),
     engine: str = "builtin",
     oracle: str = "auto",
+    emulator: str = "kernel",
 ) -> str:
-    """``graphcheck replay <scenario.json> --backend B [--emulate] [--engine E] [--inject F ...] [--oracle O]``,
-    shell-quoted: every setting that changes the verdict (the scenario file carries its model and contract)."""
+    """``graphcheck replay <scenario.json> --backend B [--emulate] [--emulator ops] [--engine E] [--inject F ...]
+    [--oracle O]``, shell-quoted: every setting that changes the verdict (the scenario file carries its model
+    and contract)."""
     parts = ["graphcheck", "replay", str(scenario_path), "--backend", backend]
     if emulate:
         parts.append("--emulate")
+    if emulator != "kernel":
+        parts += ["--emulator", emulator]
     if engine != "builtin":
         parts += ["--engine", engine]
     for fault in faults:

@@ -141,7 +141,13 @@ def _source_of_code(code: Any) -> tuple[str | None, int | None]:
 
 
 def source_of(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
-    """The file and first line of ``fn``'s definition (its first decorator), where Python can tell."""
+    """The file and first line of ``fn``'s definition (its first decorator), where Python can tell.
+
+    A recorded op (``__graphcheck_site__``, an ``OpSite``: see ``backends.graphs.op_graphs.op_call``)
+    gives the engine's line that issued it instead."""
+    site = getattr(fn, "__graphcheck_site__", None)
+    if site is not None:
+        return site.file, site.line
     code = getattr(inspect.unwrap(fn), "__code__", None)
     return _source_of_code(code) if code is not None else (None, None)
 

@@ -34,7 +34,7 @@ def bench_command(args: argparse.Namespace) -> int:
     checkout = Path(args.baseline) if args.baseline and Path(args.baseline).is_dir() else None
     # A baseline file is read (and a bad one refused) before anything runs; a checkout is measured first.
     baseline = read_baseline(Path(args.baseline)) if args.baseline and checkout is None else None
-    backend = resolve(args.backend, emulate=args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
     engine = resolve_engine(args.engine)  # a bad SPEC is exit 2 here, not a failure inside every benchmark
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)
@@ -55,7 +55,15 @@ def bench_command(args: argparse.Namespace) -> int:
         )
         baseline = read_baseline(measured)
     rc, data = run_benchmarks(
-        BenchRun(backend.name, bool(args.emulate), bool(args.quick), out_dir.resolve(), args.select, engine.spec)
+        BenchRun(
+            backend.name,
+            bool(args.emulate),
+            bool(args.quick),
+            out_dir.resolve(),
+            args.select,
+            engine.spec,
+            args.emulator,
+        )
     )
     summary = summarise(
         data, backend=backend.name, device=backend.device, overhead_target=overhead_target(backend.device), pytest_rc=rc

@@ -32,7 +32,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     names = _fault_names(args.fault, engine)
     if not names:
         raise InputError(f"engine {engine.spec} declares no injectable faults: there is nothing to catalog")
-    backend = resolve(args.backend, emulate=args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
     if args.seeds is not None:
@@ -75,7 +75,7 @@ def _info(args: argparse.Namespace) -> Any:
     from graphcheck.report.catalog_model import CatalogInfo
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return CatalogInfo(" ".join(args.argv), started, bool(args.emulate), graphcheck_version())
+    return CatalogInfo(" ".join(args.argv), started, bool(args.emulate), graphcheck_version(), args.emulator)
 
 
 def _budget_catalog(

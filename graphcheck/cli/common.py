@@ -137,6 +137,7 @@ def run_info(
         backend=plan.backend.name,
         runner=runner,
         emulate=plan.emulate,
+        emulator=getattr(plan.backend, "emulator", "kernel"),
         seed=plan.seed,
         profile=getattr(args, "profile", ""),
         started_at=started_at,

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from graphcheck.backends.devices import BACKENDS
+from graphcheck.backends.devices import BACKENDS, EMULATORS
 from graphcheck.errors import InputError
 
 PROFILES = ("dev", "ci", "thorough")
 #: --backend and --emulate when not given, for every subcommand but replay
-BACKEND_DEFAULTS = {"backend": "cpu", "emulate": False}
+BACKEND_DEFAULTS = {"backend": "cpu", "emulate": False, "emulator": "kernel"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +50,13 @@ def backend_options() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="run the backend's framework on the CPU with the emulated graph runner (default off; replay of a report folder: the recorded setting)",
+    )
+    parent.add_argument(
+        "--emulator",
+        choices=EMULATORS,
+        default=None,
+        help="the CPU graph emulator of cpu and cuda --emulate: kernel (records @kernel calls, default) or ops "
+        "(records every torch op, as a CUDA capture records kernels); replay of a report folder: the recorded one",
     )
     _engine_option(parent)
     return parent

@@ -37,7 +37,7 @@ def replay_command(args: argparse.Namespace) -> int:
     loaded = load_scenario(str(target.scenario_path))
     setup.oracle_for(loaded)  # an impossible oracle is a usage error before anything runs
     faults = check_faults(list(target.faults), engine)
-    backend = resolve(target.backend, emulate=target.emulate)
+    backend = resolve(target.backend, emulate=target.emulate, emulator=target.emulator)
     checker = Checker(backend, engine, setup, faults)
     scenario = checker.prepare(loaded)  # as it runs: the setup's model and contract, fitted to the engine
     admit(scenario, engine.factory)  # one the engines cannot hold is refused before a report folder is made

@@ -1,9 +1,10 @@
 """What ``graphcheck replay`` re-runs: a scenario file, or a report folder with the settings it recorded.
 
 ``graphcheck replay FILE.json`` runs the scenario with the backend, ``--emulate``,
-``--engine`` and ``--inject`` of the command line (default: cpu, builtin, no faults).
-``graphcheck replay REPORT_DIR`` runs the folder's ``scenario.json`` with the
-backend, ``--emulate``, engine, injected faults and oracle recorded in its
+``--emulator``, ``--engine`` and ``--inject`` of the command line (default: cpu,
+kernel emulator, builtin, no faults). ``graphcheck replay REPORT_DIR`` runs the
+folder's ``scenario.json`` with the backend, ``--emulate``, emulator, engine,
+injected faults and oracle recorded in its
 ``divergences.json``, so it reproduces the run that wrote the report; each
 option given on the command line overrides its recorded value.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from graphcheck.backends.devices import EMULATORS
 from graphcheck.errors import InputError
 
 #: The backend a scenario file is replayed on when the command line names none.
@@ -34,6 +36,7 @@ class ReplayTarget:
     overridden: tuple[str, ...] = ()  # options the command line gave over the recorded ones
     oracle: str | None = None  # --oracle as given, else as the report recorded it (None: auto)
     engine: str = "builtin"  # --engine as given, else as the report recorded it
+    emulator: str = "kernel"  # --emulator as given, else as the report recorded it
 
     def describe(self, backend_description: str, faults: Sequence[str]) -> list[str]:
         """Lines saying what runs where: the backend, the faults, where the settings came from."""
@@ -63,6 +66,7 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
             tuple(args.inject or ()),
             oracle=oracle,
             engine=engine,
+            emulator=getattr(args, "emulator", None) or "kernel",
         )
     scenario_path = source / "scenario.json"
     if not scenario_path.is_file():
@@ -75,6 +79,7 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         "--inject": bool(args.inject),
         "--oracle": getattr(args, "oracle", None) is not None,
         "--engine": getattr(args, "engine", None) is not None,
+        "--emulator": getattr(args, "emulator", None) is not None,
     }
     return ReplayTarget(
         scenario_path,
@@ -83,13 +88,14 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
         faults=tuple(args.inject) if args.inject else run["faults"],
         oracle=getattr(args, "oracle", None) or run["oracle"],
         engine=getattr(args, "engine", None) or run["engine"],
+        emulator=getattr(args, "emulator", None) or run["emulator"],
         recorded_in=recorded_in,
         overridden=tuple(option for option, present in given.items() if present),
     )
 
 
 def recorded_run(path: Path) -> dict[str, Any]:
-    """``backend``, ``emulate``, ``faults``, ``oracle`` and ``engine`` from the ``run`` object of a report's divergences.json."""
+    """``backend``, ``emulate``, ``faults``, ``oracle``, ``engine`` and ``emulator`` from the ``run`` object of a report's divergences.json."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -115,4 +121,14 @@ def recorded_run(path: Path) -> dict[str, Any]:
     engine = run.get("engine", "builtin")  # reports before --engine existed: the built-in engine
     if not isinstance(engine, str) or not engine or len(engine) > 300 or not engine.isprintable():
         raise InputError(f"{path}: run.engine must be an engine SPEC, got {engine!r:.60}")
-    return {"backend": backend, "emulate": emulate, "faults": tuple(faults), "oracle": oracle, "engine": engine}
+    emulator = run.get("emulator", "kernel")  # written only when not the default kernel emulator
+    if emulator not in EMULATORS:
+        raise InputError(f"{path}: run.emulator must be one of {', '.join(EMULATORS)}, got {emulator!r:.60}")
+    return {
+        "backend": backend,
+        "emulate": emulate,
+        "faults": tuple(faults),
+        "oracle": oracle,
+        "engine": engine,
+        "emulator": emulator,
+    }

@@ -53,7 +53,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     xdist_args = check_options(jobs, getattr(args, "xdist_args", ""))
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
-    backend = resolve(args.backend, emulate=args.emulate)
+    backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
     database, example_db = open_database(getattr(args, "database", None))
     plan = RunPlan(
         backend,

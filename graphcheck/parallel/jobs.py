@@ -60,6 +60,7 @@ class RunSpec:
     jobs: tuple[Job, ...]
     setup: dict[str, Any] = dataclasses.field(default_factory=dict)  # CheckSetup.to_dict()
     engine: str = "builtin"  # --engine SPEC; each worker resolves it again
+    emulator: str = "kernel"  # --emulator
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)
@@ -159,7 +160,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     from graphcheck.errors import InputError
 
     try:
-        backend = resolve(spec.backend, emulate=spec.emulate)
+        backend = resolve(spec.backend, emulate=spec.emulate, emulator=spec.emulator)
     except BackendError as err:
         return JobResult(job, error=str(err), backend_unavailable=True)
     try:

@@ -161,6 +161,7 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
         jobs=plan_jobs([s.name for s in plan.suites], plan.seed, plan.jobs),
         setup=plan.setup.to_dict(),
         engine=plan.engine.spec,
+        emulator=getattr(plan.backend, "emulator", "kernel"),
     )
     spec_path = results / "spec.json"
     spec_path.write_text(spec.to_json(), encoding="utf-8")

@@ -108,6 +108,7 @@ def catalog_document(result: CatalogResult, info: CatalogInfo) -> dict[str, Any]
             "backend": result.backend,
             "description": result.description,
             "emulate": info.emulate,
+            **({"emulator": info.emulator} if info.emulator != "kernel" else {}),
             "settings": result.settings,
             "elapsed_s": result.elapsed_s,
             "passed": result.passed,

@@ -85,7 +85,7 @@ def search_view(search: SearchResult, name: str, result: CatalogResult, info: Ca
         small.headline(),
         note,
         scenario_file(name),
-        replay_command(path, result.backend, info.emulate, name, result.settings.engine),
+        replay_command(path, result.backend, info.emulate, name, result.settings.engine, info.emulator),
     )
 
 

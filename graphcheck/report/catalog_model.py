@@ -28,6 +28,7 @@ class CatalogInfo:
     started_at: str = ""  # ISO 8601
     emulate: bool = False
     version: str = ""
+    emulator: str = "kernel"  # --emulator (catalog.json records it only when "ops")
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,12 @@ def scenario_file(name: str) -> str:
     return f"{SCENARIO_DIR}/{name or CLEAN_LABEL}.json"
 
 
-def replay_command(path: Path, backend: str, emulate: bool, fault: str, engine: str = "builtin") -> str:
+def replay_command(
+    path: Path, backend: str, emulate: bool, fault: str, engine: str = "builtin", emulator: str = "kernel"
+) -> str:
     """The replay command of one catalog scenario ("" = the clean engine, nothing injected)."""
-    return replay_command_line(path, backend, emulate=emulate, faults=(fault,) if fault else (), engine=engine)
+    faults = (fault,) if fault else ()
+    return replay_command_line(path, backend, emulate=emulate, faults=faults, engine=engine, emulator=emulator)
 
 
 def localisation_dict(loc: Localisation | None) -> dict[str, Any] | None:

@@ -69,6 +69,7 @@ def seeds_document(result: SeedsResult, info: CatalogInfo) -> dict[str, Any]:
             "backend": result.backend,
             "description": result.description,
             "emulate": info.emulate,
+            **({"emulator": info.emulator} if info.emulator != "kernel" else {}),
             "settings": {**jsonable(result.settings), "seed_list": list(result.settings.seed_list)},
             "elapsed_s": result.elapsed_s,
             "passed": result.passed,

@@ -117,6 +117,10 @@ class RunView:
     @property
     def runner_label(self) -> str:
         runner, backend = self.info.runner, self.info.backend
+        if runner == "emulated-ops":
+            return "emulated-ops (CPU op-level graph emulation)" + (
+                "" if backend == "cpu" else f", not real {backend} graphs"
+            )
         if runner == "emulated" and backend == "cpu":
             return "emulated (CPU graph emulation)"
         if runner == "emulated" or self.info.emulate:

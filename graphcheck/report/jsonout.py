@@ -89,13 +89,22 @@ def suite_dict(run: SuiteRun, outcome_index: int | None) -> dict[str, Any]:
     return data
 
 
+def run_dict(run_info: RunInfo) -> dict[str, Any]:
+    """Every RunInfo field, JSON-safe; ``emulator`` only when it is not the default kernel emulator
+    (reports of the default path stay as they were)."""
+    data = jsonable(run_info)
+    if run_info.emulator == "kernel":
+        del data["emulator"]
+    return data
+
+
 def divergences_document(
     outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()
 ) -> dict[str, Any]:
     clean = all(o.clean for o in outcomes) and all(s.clean for s in suites)
     return {
         "format": FORMAT_VERSION,
-        "run": jsonable(run_info),
+        "run": run_dict(run_info),
         "verdict": "clean" if clean else "divergence",
         "outcomes": [outcome_dict(o) for o in outcomes],
         "suites": [suite_dict(run, index) for run, index in pair_suites(suites, outcomes).pairs],

@@ -142,6 +142,8 @@ def _properties(suite: ET.Element, run_info: RunInfo) -> None:
         "faults": ",".join(run_info.faults),
         "engine": run_info.engine,
     }
+    if run_info.emulator != "kernel":
+        values["emulator"] = run_info.emulator
     for name, value in values.items():
         ET.SubElement(props, "property", name=name, value=xml_text(value))
 

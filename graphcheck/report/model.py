@@ -26,6 +26,7 @@ class RunInfo:
     faults: tuple[str, ...] = ()
     oracle: str = "auto"  # --oracle as given (each outcome says which one it resolved to)
     engine: str = "builtin"  # --engine SPEC (graphcheck.check.engines)
+    emulator: str = "kernel"  # --emulator: the CPU graph emulator (divergences.json records it only when "ops")
 
 
 #: ``SuiteRun.shrink``: what became of the divergence a suite's search found.
@@ -113,6 +114,7 @@ def default_replay_command(run_info: RunInfo) -> Callable[[Path], str]:
             emulate=run_info.emulate,
             faults=run_info.faults,
             engine=run_info.engine,
+            emulator=run_info.emulator,
             oracle=run_info.oracle,
         )
 
