@@ -480,17 +480,14 @@ class OpGraph(Graph):
             self._ops.clear_poison(token)
             self._ops.clear_poison_of(self._owned)
         tracer = kernels.current_tracer()
-        # The replay is device work, past the poison guard: in a shared pool its ops read and write
-        # blocks a later graph was placed on before that graph's first replay, as a CUDA graph may.
-        with self._ops.bookkeeping():
-            for record in self._records:
-                if record.is_view:
-                    continue  # a view of a frozen storage is the captured view
-                if tracer is None:
-                    fresh = record.func(*record.args, **record.kwargs)
-                else:
-                    fresh = tracer.trace_call(op_call(record), record.args, record.kwargs, graph=self.label)
-                self._store(record, fresh)
+        for record in self._records:
+            if record.is_view:
+                continue  # a view of a frozen storage is the captured view
+            if tracer is None:
+                fresh = record.func(*record.args, **record.kwargs)
+            else:
+                fresh = tracer.trace_call(op_call(record), record.args, record.kwargs, graph=self.label)
+            self._store(record, fresh)
         self.replays += 1
 
     def _store(self, record: OpRecord, fresh: Any) -> None:
