@@ -45,14 +45,19 @@ Fixtures (nothing runs until a test asks for one):
   runs the scenario and raises ``ScenarioDiverged`` (an AssertionError, so
   Hypothesis shrinks it) naming the first divergence, with a replay command.
 
-The fixtures are module-scoped because Hypothesis rejects function-scoped
+* ``graphcheck_cuda_graphs`` (function): the test runs inside
+  ``graphcheck.emulate.cuda_graphs()``: ``torch.cuda.CUDAGraph``, ``torch.cuda.graph``,
+  streams and ``synchronize`` are the op-level emulator's, on CPU tensors; the value is
+  the stand-ins as one object shaped like ``torch.cuda``.
+
+The lockstep fixtures are module-scoped because Hypothesis rejects function-scoped
 fixtures in ``@given`` tests; all of them are stateless. Importing this module
 imports neither torch, paddle nor Hypothesis.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
@@ -310,3 +315,12 @@ def graphcheck_lockstep(
 def graphcheck_check(graphcheck_lockstep: Checker) -> Callable[..., CheckOutcome]:
     """``graphcheck_check(scenario, faults=())``: the CheckOutcome, or ScenarioDiverged with the first divergence."""
     return graphcheck_lockstep.check
+
+
+@pytest.fixture
+def graphcheck_cuda_graphs() -> Iterator[Any]:
+    """``torch.cuda``'s graph API emulated on the CPU for this test (``graphcheck.emulate.cuda_graphs()``)."""
+    from graphcheck.emulate import cuda_graphs
+
+    with cuda_graphs() as module:
+        yield module

@@ -127,6 +127,28 @@ def test_the_entry_point_loads_the_plugin(tmp_path: Path) -> None:
         assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
 
 
+def test_the_cuda_graphs_fixture_runs_plain_torch_cuda_code_on_the_cpu(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "emulated",
+        (
+            "import torch\n\n"
+            "def test_graph(graphcheck_cuda_graphs):\n"
+            "    x = torch.ones(2)\n"
+            "    g = torch.cuda.CUDAGraph()\n"
+            "    with torch.cuda.graph(g):\n"
+            "        y = x * 3\n"
+            "    x.fill_(2.0)\n"
+            "    g.replay()\n"
+            "    assert y.tolist() == [6.0, 6.0]\n"
+            "    assert isinstance(g, graphcheck_cuda_graphs.CUDAGraph)\n\n"
+            "def test_restored_after():\n"
+            "    assert torch.cuda.CUDAGraph.__name__ == 'CUDAGraph'\n"
+        ),
+    )
+    run = run_pytest(root, "-p", PLUGIN)
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
+
+
 # ---------------------------------------------------------------------------
 # Inert without options; usage errors; unavailable backends
 # ---------------------------------------------------------------------------
