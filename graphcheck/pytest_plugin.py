@@ -320,7 +320,7 @@ def graphcheck_check(graphcheck_lockstep: Checker) -> Callable[..., CheckOutcome
 @pytest.fixture
 def graphcheck_cuda_graphs() -> Iterator[Any]:
     """``torch.cuda``'s graph API emulated on the CPU for this test (``graphcheck.emulate.cuda_graphs()``)."""
-    from graphcheck.emulate import cuda_graphs
+    from graphcheck.backends.graphs.cuda_emulation import patched
 
-    with cuda_graphs() as module:
+    with patched() as module:
         yield module

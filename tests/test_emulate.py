@@ -154,9 +154,9 @@ def test_capture_leaves_pre_existing_storages_and_the_rng_as_they_were(cuda):
 
 
 def test_a_replay_that_reads_a_freed_input_is_detected(cuda):
-    tmp = torch.ones(2)
-    g, _ = _capture(lambda: tmp * 2)
-    del tmp
+    held = [torch.ones(2)]
+    g, _ = _capture(lambda: held[0] * 2)
+    held.clear()
     assert [inp.shape for inp in g.graph.dead_inputs()] == [(2,)]
     with pytest.raises(FreedInputRead, match=r"freed after capture: an unnamed tensor \(2,\) float32"):
         g.replay()
@@ -164,9 +164,9 @@ def test_a_replay_that_reads_a_freed_input_is_detected(cuda):
 
 def test_on_freed_keep_replays_the_kept_memory():
     with emulate.cuda_graphs(on_freed="keep"):
-        tmp = torch.ones(2)
-        g, y = _capture(lambda: tmp * 2)
-        del tmp
+        held = [torch.ones(2)]
+        g, y = _capture(lambda: held[0] * 2)
+        held.clear()
         g.replay()
         assert y.tolist() == [2.0, 2.0]
 

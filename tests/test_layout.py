@@ -342,6 +342,8 @@ ARROWS: dict[str, set[str]] = {
     "report": {"leaves", "check", "search", "catalog", "root"},
     "github": {"leaves", "check", "report"},
     "pytest_plugin": {"leaves", "adapter", "check", "backends"},
+    "emulate": {"backends"},
+    "engines": {"leaves", "backends"},
     "cli": {"leaves", "check", "search", "parallel", "catalog", "bench", "report", "github", "backends"},
 }
 

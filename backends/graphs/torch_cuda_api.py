@@ -97,4 +97,3 @@ class TorchCudaApiRunner(GraphRunner):
 
     def synchronize(self) -> None:
         self.torch.cuda.synchronize()
-

@@ -173,9 +173,9 @@ class Checker:
         inputs kept readable: the lockstep's address audit reports them); otherwise nothing to set up."""
         if self.engine.capabilities.graph_api != "torch.cuda" or self.backend.device != "cpu":
             return contextlib.nullcontext()
-        from graphcheck.emulate import cuda_graphs
+        from graphcheck.backends.graphs.cuda_emulation import patched
 
-        return cuda_graphs(on_freed="keep")
+        return patched(on_freed="keep")
 
     def _report(self, outcome: CheckOutcome) -> str:
         if outcome.localisation is None and outcome.device_error is None:
