@@ -420,6 +420,9 @@ def test_a_localisation_matches_when_it_names_what_the_fault_declares() -> None:
     assert localisation_matches(SLOT_MAPPING, ("pack_target_inputs", "slot_mapping")) is True
     assert localisation_matches(SLOT_MAPPING, ("target_forward",)) is True
     assert localisation_matches(ELSEWHERE, ("_warm_replay",)) is True
+    # an op-level call names its kernel before the op
+    op_level = Localisation(0, "kernel trace", "written differently", kernel="pack_target_inputs/aten.copy_.default")
+    assert localisation_matches(op_level, ("pack_target_inputs",)) is True
     # nothing it names is declared
     assert localisation_matches(SLOT_MAPPING, ("bucket_for", "bucket")) is False
     assert localisation_matches(Localisation(0, "unavailable", "the trace failed"), ("slot_mapping",)) is False

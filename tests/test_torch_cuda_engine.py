@@ -84,3 +84,10 @@ def test_on_a_gpu_real_graphs_and_the_observer_give_the_same_verdicts(fault):
     faults = () if fault is None else (fault,)
     for scenario in builtin_scenarios(8)[:2]:
         assert _first(SPEC, scenario, faults, "cuda") == _first("builtin", scenario, faults, "cuda")
+
+
+def test_the_peer_style_baseline_runs_it_inside_the_emulator_too():
+    from graphcheck.catalog.baseline import run_baseline
+
+    clean = run_baseline(resolve("cpu"), engine=resolve_engine(SPEC), batch_sizes=(1, 3), modes=("greedy",))
+    assert all(case.passed for case in clean.cases), [case.reason for case in clean.cases]

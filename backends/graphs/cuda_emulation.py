@@ -41,6 +41,11 @@ _settings = SimpleNamespace(on_freed="raise", names={}, module_names={}, sites=T
 _labels = itertools.count(1)
 
 
+def active() -> bool:
+    """Whether :func:`patched` is in force (torch.cuda's graph API is the emulator's)."""
+    return _depth > 0
+
+
 def capturing() -> bool:
     """Whether an emulated capture is under way on this thread."""
     return _tls.capture is not None

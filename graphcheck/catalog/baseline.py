@@ -132,10 +132,11 @@ def _decode(
 ) -> dict[str, tuple[int, ...]]:
     from graphcheck.reference import make_weights
 
-    built = engine.factory(
-        scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults
-    )
-    return generated_tokens(run_script(built, scenario))
+    with engine.graphs_on(backend):
+        built = engine.factory(
+            scenario.config, make_weights(scenario.config), device=backend, use_graphs=use_graphs, faults=faults
+        )
+        return generated_tokens(run_script(built, scenario))
 
 
 def run_case(

@@ -20,7 +20,6 @@ else failed, and how to replay the scenario.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 from collections import Counter
@@ -168,14 +167,8 @@ class Checker:
             return localise_outcome(outcome, self.backend, faults=outcome.faults, engine_factory=self.engine.factory)
 
     def graph_api(self) -> ContextManager[Any]:
-        """Where the engine's graphs come from: for an engine that captures with ``torch.cuda`` itself
-        (``graph_api="torch.cuda"``) on a CPU backend, ``graphcheck.emulate.cuda_graphs()`` (freed
-        inputs kept readable: the lockstep's address audit reports them); otherwise nothing to set up."""
-        if self.engine.capabilities.graph_api != "torch.cuda" or self.backend.device != "cpu":
-            return contextlib.nullcontext()
-        from graphcheck.backends.graphs.cuda_emulation import patched
-
-        return patched(on_freed="keep")
+        """What the engine's graphs run inside on this backend (``EngineChoice.graphs_on``)."""
+        return self.engine.graphs_on(self.backend)
 
     def _report(self, outcome: CheckOutcome) -> str:
         if outcome.localisation is None and outcome.device_error is None:

@@ -26,11 +26,12 @@ engine built (:func:`require_adapter`). Every failure is one
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, ContextManager
 
 from graphcheck.capabilities import EngineCapabilities, optional_members
 from graphcheck.errors import InputError
@@ -65,6 +66,19 @@ class EngineChoice:
     def optional_members(self) -> tuple[str, ...]:
         """The optional adapter members the factory's class defines (an engine may still add others)."""
         return optional_members(self.factory)
+
+    def graphs_on(self, backend: Any) -> ContextManager[Any]:
+        """What building and stepping this engine on ``backend`` runs inside.
+
+        An engine that captures with ``torch.cuda`` itself (``graph_api="torch.cuda"``) on a CPU
+        backend runs inside ``graphcheck.emulate.cuda_graphs()`` (freed inputs kept readable: the
+        lockstep's address audit reports them before a replay); anything else needs nothing.
+        """
+        if self.capabilities.graph_api != "torch.cuda" or getattr(backend, "device", None) != "cpu":
+            return contextlib.nullcontext()
+        from graphcheck.backends.graphs.cuda_emulation import patched
+
+        return patched(on_freed="keep")
 
     def __repr__(self) -> str:  # short: Hypothesis and pytest print it
         return f"EngineChoice({self.spec})"

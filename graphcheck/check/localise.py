@@ -81,6 +81,12 @@ def _policy(first: Divergence) -> Localisation:
     )
 
 
+def _cuda_emulated() -> bool:
+    from graphcheck.backends.graphs import cuda_emulation
+
+    return cuda_emulation.active()
+
+
 class _Run:
     """The scenario re-run up to step ``t`` with both engines traced (construction and step ``t``)."""
 
@@ -92,7 +98,9 @@ class _Run:
         weights = make_weights(scenario.config)
         self.traces = {"eager": KernelTrace("eager"), "graph": KernelTrace("graph")}
         self.engines: dict[str, Any] = {}
-        self.op_level = bool(getattr(backend, "op_level", False))
+        # Graphs that replay aten ops: the op-level runner, or an engine capturing with torch.cuda
+        # under the emulator (graph_api="torch.cuda" on the CPU; Checker.localise installs it).
+        self.op_level = bool(getattr(backend, "op_level", False)) or _cuda_emulated()
         trace_backend = getattr(backend, "for_tracing", lambda: backend)()
         for name, device, graphs in (("eager", backend, False), ("graph", trace_backend, True)):
             with kernels.tracing(self.tracer(name)):

@@ -99,11 +99,14 @@ class Localisation:
 
     def names(self) -> set[str]:
         """Every name this localisation points at: kernel, caller, buffer, argument (for matching a
-        fault's declared target); a qualname also gives its last part, an argument path its root."""
+        fault's declared target); a qualname also gives its last part, an argument path its root, an
+        op-level call (``kernel/aten.op``) its kernel."""
         found = set()
         for name in (self.kernel, self.caller, self.buffer, self.argument):
             if name:
                 found |= {name, name.rsplit(".", 1)[-1], name.split(".", 1)[0].split("[", 1)[0]}
+                if "/" in name:  # an op-level call, "kernel-or-module/aten.op.overload": its kernel too
+                    found.add(name.split("/", 1)[0])
         return found
 
     @property
