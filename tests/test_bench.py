@@ -86,6 +86,20 @@ def test_summarise_reads_pytest_benchmark_json() -> None:
     assert summary.overhead == pytest.approx(2.0 / 1.5) and summary.passed
 
 
+def test_summarise_reads_the_op_level_emulator_rows() -> None:
+    group = "op-level, decode step, 8 running"
+    data = {
+        "benchmarks": [
+            {"group": group, "extra_info": {"kind": "op_graphs", "mode": m}, "stats": {"median": s}}
+            for m, s in (("eager", 0.004), ("graph-kernel", 0.005), ("graph-ops", 0.008))
+        ]
+    }
+    summary = summarise(data, backend="cpu", device="cpu", overhead_target=3.0)
+    (row,) = summary.op_graphs
+    assert row.group == group and row.versus_eager("graph-ops") == pytest.approx(2.0)
+    assert summary.to_dict()["op_graphs"][0]["versus_eager"]["graph-kernel"] == pytest.approx(1.25)
+
+
 def test_lockstep_timing_hook_accounts_for_the_loop() -> None:
     timings = LockstepTimings()
     outcome = Lockstep(demo_scenario(num_steps=6), resolve("cpu"), timings=timings).run()

@@ -31,6 +31,22 @@ def decode_table(summary: BenchSummary) -> Table:
     return table
 
 
+def op_graphs_table(summary: BenchSummary) -> Table:
+    """One row per op-level benchmark group: median ms of eager and of each replay, against eager."""
+    modes = [m for m in ("eager", "graph-kernel", "graph-ops") if any(m in r.median_s for r in summary.op_graphs)]
+    table = Table(title="op-level emulator: replay vs eager, median ms (CPU)", title_justify="left")
+    table.add_column("group")
+    for mode in modes:
+        table.add_column(f"{mode} ms" if mode == "eager" else f"{mode} ms (x eager)", justify="right")
+    for row in summary.op_graphs:
+        cells = [row.group]
+        for mode in modes:
+            value, ratio = _ms(row.median_s.get(mode)), row.versus_eager(mode) if mode != "eager" else None
+            cells.append(f"{value} ({ratio:.2f}x)" if ratio is not None else value)
+        table.add_row(*cells)
+    return table
+
+
 def _per_step(seconds: float, t: LockstepTimings) -> str:
     return f"{seconds / t.steps * 1e3:.2f}" if t.steps else ""
 
@@ -131,4 +147,4 @@ def verdict_line(summary: BenchSummary) -> str:
     return "[bold green]TARGETS MET[/] " + "; ".join(met or ["(fuzz figures only: pass --baseline to judge them)"])
 
 
-__all__ = ["decode_table", "fuzz_table", "lockstep_table", "verdict_line"]
+__all__ = ["decode_table", "fuzz_table", "lockstep_table", "op_graphs_table", "verdict_line"]

@@ -46,6 +46,19 @@ class DecodeRow:
 
 
 @dataclass(frozen=True)
+class OpGraphRow:
+    """One group of the op-level emulator benchmark: median seconds per mode (eager, graph-kernel, graph-ops)."""
+
+    group: str
+    median_s: dict[str, float]
+
+    def versus_eager(self, mode: str) -> float | None:
+        """``mode``'s time over eager's (above 1: slower than eager)."""
+        eager, other = self.median_s.get("eager"), self.median_s.get(mode)
+        return other / eager if eager and other else None
+
+
+@dataclass(frozen=True)
 class LockstepRow:
     """One scenario of the lockstep benchmark: phase seconds summed over its rounds."""
 
@@ -115,6 +128,7 @@ class BenchSummary:
     decode: list[DecodeRow] = field(default_factory=list)
     lockstep: list[LockstepRow] = field(default_factory=list)
     fuzz: list[FuzzRow] = field(default_factory=list)
+    op_graphs: list[OpGraphRow] = field(default_factory=list)
     pytest_rc: int = 0
     baseline: FuzzRow | None = None  # --baseline: the fuzz figure to beat by FUZZ_SPEEDUP_TARGET
     baseline_source: str = ""
@@ -202,6 +216,14 @@ class BenchSummary:
                 }
                 for r in self.decode
             ],
+            "op_graphs": [
+                {
+                    "group": r.group,
+                    "median_ms": {m: s * 1e3 for m, s in r.median_s.items()},
+                    "versus_eager": {m: r.versus_eager(m) for m in r.median_s if m != "eager"},
+                }
+                for r in self.op_graphs
+            ],
             "lockstep": [{"scenario": r.scenario, "batch": r.batch, **r.timings.as_dict()} for r in self.lockstep],
             "lockstep_total": total.as_dict(),
             "fuzz": {
@@ -244,6 +266,7 @@ def summarise(
 ) -> BenchSummary:
     """A BenchSummary from pytest-benchmark JSON (``--benchmark-json``) of benchmarks/."""
     decode: dict[int, dict[str, Any]] = {}
+    op_groups: dict[str, dict[str, float]] = {}
     summary = BenchSummary(backend, device, "none", overhead_target, pytest_rc=pytest_rc)
     for bench in data.get("benchmarks", []):
         extra = bench.get("extra_info", {})
@@ -253,6 +276,8 @@ def summarise(
             row["bucket"] = row["bucket"] or extra.get("bucket")
         elif extra.get("kind") == "fuzz":
             summary.fuzz.append(_fuzz_row(extra))
+        elif extra.get("kind") == "op_graphs":
+            op_groups.setdefault(bench.get("group") or "op-level", {})[extra["mode"]] = bench["stats"]["median"]
         elif extra.get("kind") == "lockstep":
             summary.runner = extra.get("runner", summary.runner)
             summary.lockstep.append(LockstepRow(extra["scenario"], extra["batch"], _timings_of(extra["timings"])))
@@ -261,6 +286,7 @@ def summarise(
         DecodeRow(n, row["bucket"], dict(sorted(row["median_s"].items(), key=lambda kv: order.get(kv[0], 99))))
         for n, row in sorted(decode.items())
     ]
+    summary.op_graphs = [OpGraphRow(group, medians) for group, medians in sorted(op_groups.items())]
     summary.lockstep.sort(key=lambda r: (r.batch, r.scenario))
     summary.fuzz.sort(key=lambda r: r.mode != "fresh")
     return summary

@@ -22,7 +22,7 @@ def bench_command(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from graphcheck.bench.baseline import measure_checkout, read_baseline
-    from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, verdict_line
+    from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, op_graphs_table, verdict_line
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
     from graphcheck.check.timings import overhead_target
     from graphcheck.report import new_run_id
@@ -82,6 +82,8 @@ def bench_command(args: argparse.Namespace) -> int:
         console.print(log_tail(out_dir), markup=False, highlight=False)
     if summary.decode:
         console.print(decode_table(summary))
+    if summary.op_graphs:
+        console.print(op_graphs_table(summary))
     if summary.lockstep:
         console.print(lockstep_table(summary))
     if summary.fuzz:
