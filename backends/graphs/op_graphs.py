@@ -41,6 +41,7 @@ the op where two engines part. :class:`OpGraphRunner` puts this behind the
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import itertools
@@ -105,18 +106,16 @@ class OpRecord:
 # --------------------------------------------------------------------------- pools
 
 
-@dataclass
+@dataclass(eq=False)
 class _Block:
     """A storage some graph of a pool allocated; free for a later capture once no tensor the engine
-    can reach rests on it (``holders`` are weak references to the tensors the captures made there)."""
+    can reach rests on it (``live`` counts the tensors the captures made there that are still alive)."""
 
     tensor: Any  # an alias over the whole storage, kept by the pool
     nbytes: int
-    holders: list[weakref.ref] = field(default_factory=list)
+    live: int = 0
     claimed: bool = False  # taken by the capture under way
-
-    def free(self) -> bool:
-        return not self.claimed and all(ref() is None for ref in self.holders)
+    refs: list[weakref.ref] = field(default_factory=list)  # kept so that their callbacks fire
 
 
 class GraphPool:
@@ -126,6 +125,7 @@ class GraphPool:
     tensor uses: the intermediates of the pool's earlier graphs and the outputs
     the engine dropped. :meth:`place` does the same on the CPU, smallest fitting
     block first, so the aliasing a shared pool allows, and only that, happens.
+    Free blocks are indexed by size, kept up to date by weak-reference callbacks.
     """
 
     _ids = itertools.count(1)
@@ -133,22 +133,44 @@ class GraphPool:
     def __init__(self) -> None:
         self.id = next(self._ids)
         self._blocks: dict[int, _Block] = {}  # storage key -> block
-        self._lock = threading.Lock()
+        self._free: dict[int, list[_Block]] = {}  # nbytes -> free blocks of that size
+        self._sizes: list[int] = []  # sorted keys of _free
+        self._lock = threading.RLock()  # a callback may run while this thread holds it
 
     def place(self, t: Any, ops: TorchOps) -> None:
         """Move fresh tensor ``t`` (sole user of its storage, offset 0) onto a free block, if one fits."""
         need = t.untyped_storage().nbytes()
         with self._lock:
-            fits = [b for b in self._blocks.values() if b.nbytes >= need and b.free()]
-            if not fits:
+            i = bisect.bisect_left(self._sizes, need)
+            if i == len(self._sizes):
                 return
-            block = min(fits, key=lambda b: b.nbytes)
-            block.claimed = True
+            block = self._take(self._sizes[i])
         with ops.bookkeeping():
             storage = block.tensor.untyped_storage()
             seat = ops.torch.empty(0, dtype=t.dtype).set_(storage, 0, t.size(), t.stride())
             seat.copy_(t)
             t.set_(storage, 0, t.size(), t.stride())
+
+    def _take(self, size: int) -> _Block:
+        blocks = self._free[size]
+        block = blocks.pop()
+        if not blocks:
+            del self._free[size]
+            self._sizes.remove(size)
+        block.claimed = True
+        return block
+
+    def _put(self, block: _Block) -> None:
+        if block.nbytes not in self._free:
+            self._free[block.nbytes] = []
+            bisect.insort(self._sizes, block.nbytes)
+        self._free[block.nbytes].append(block)
+
+    def _died(self, block: _Block) -> None:
+        with self._lock:
+            block.live -= 1
+            if block.live == 0 and not block.claimed:
+                self._put(block)
 
     def adopt(self, key: int, alias: Any, holder: Any) -> None:
         """Record that a capture made ``holder`` on the storage of ``alias`` (key ``key``)."""
@@ -156,15 +178,19 @@ class GraphPool:
             block = self._blocks.get(key)
             if block is None:
                 block = self._blocks[key] = _Block(alias, alias.untyped_storage().nbytes())
-            block.holders.append(weakref.ref(holder))
+            block.live += 1
             block.claimed = False
+            block.refs.append(weakref.ref(holder, lambda _ref, b=block: self._died(b)))
 
     def release(self, keys: set[int]) -> None:
         """Unclaim blocks a failed capture took."""
         with self._lock:
             for key in keys:
-                if key in self._blocks:
-                    self._blocks[key].claimed = False
+                block = self._blocks.get(key)
+                if block is not None and block.claimed:
+                    block.claimed = False
+                    if block.live == 0:
+                        self._put(block)
 
 
 # --------------------------------------------------------------------------- recording
