@@ -173,23 +173,16 @@ def _cuda_trace_runner() -> GraphRunner:
 
 def _torch_cpu(name: str, what: str, emulator: str = "kernel") -> Device:
     torch = _load_torch(name)
-    if emulator == "ops":
-        return Device(
-            name=name,
-            framework="torch",
-            device="cpu",
-            runner_factory=_op_runner,
-            description=f"{what}: torch {torch.__version__} on cpu, op-level emulated graph runner (emulated-ops)",
-            emulated=True,
-            emulator="ops",
-        )
+    ops = emulator == "ops"
+    runner = "op-level emulated graph runner (emulated-ops)" if ops else "emulated graph runner"
     return Device(
         name=name,
         framework="torch",
         device="cpu",
-        runner_factory=_emulated_runner,
-        description=f"{what}: torch {torch.__version__} on cpu, emulated graph runner",
+        runner_factory=_op_runner if ops else _emulated_runner,
+        description=f"{what}: torch {torch.__version__} on cpu, {runner}",
         emulated=True,
+        emulator=emulator,
     )
 
 

@@ -23,7 +23,7 @@ import functools
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from graphcheck.errors import EngineError
 
@@ -120,6 +120,14 @@ def never_holds_tensors(obj: Any, is_tensor: Callable[[Any], bool]) -> bool:
             return False
         return all(never_holds_tensors(getattr(obj, f.name), is_tensor) for f in dataclasses.fields(obj))
     return True
+
+
+def bytes_held_by(graphs: Iterable[Any], nbytes: Callable[[Any], int]) -> int:
+    """Bytes of the storage ``graphs`` alone keep alive (their ``held_storages()``), each storage once."""
+    held: dict[int, Any] = {}
+    for graph in graphs:
+        held.update(graph.held_storages())
+    return sum(nbytes(t) for t in held.values())
 
 
 class Region:

@@ -55,6 +55,7 @@ from .base import (
     Region,
     StaticInputTable,
     TensorOps,
+    bytes_held_by,
     iter_tensors,
 )
 from .capture_state import CaptureState
@@ -453,10 +454,7 @@ class EmulatedRunner(GraphRunner):
 
     def memory_bytes(self) -> int:
         """Bytes of storage held alive by this runner's graphs (deduplicated)."""
-        held: dict[int, Any] = {}
-        for graph in list(self._graphs):
-            held.update(graph.held_storages())
-        return sum(self.ops.storage_nbytes(t) for t in held.values())
+        return bytes_held_by(list(self._graphs), self.ops.storage_nbytes)
 
     def synchronize(self) -> None:
         """CPU work is synchronous."""

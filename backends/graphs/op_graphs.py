@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from . import kernels
-from .base import CaptureError, Graph, GraphRunner, HostSyncInCapture, StaticInput
+from .base import CaptureError, Graph, GraphRunner, HostSyncInCapture, StaticInput, bytes_held_by
 from .capture_state import CaptureState
 from .sites import OpSite, user_frame
 from .torch_ops import (
@@ -573,6 +573,10 @@ class OpGraph(Graph):
         return held
 
 
+def _storage_nbytes(t: Any) -> int:
+    return t.untyped_storage().nbytes()
+
+
 def _swap(obj: Any, alias: Callable[[Any], Any]) -> Any:
     torch = _lazy_torch()
     if isinstance(obj, torch.Tensor):
@@ -649,10 +653,8 @@ class OpGraphRunner(GraphRunner):
         return graph
 
     def memory_bytes(self) -> int:
-        held: dict[int, Any] = {}
-        for graph in list(self._graphs):
-            held.update(graph.held_storages())
-        return sum(t.untyped_storage().nbytes() for t in held.values())
+        """Bytes of storage held alive by this runner's graphs (deduplicated)."""
+        return bytes_held_by(list(self._graphs), _storage_nbytes)
 
     def synchronize(self) -> None:
         """CPU work is synchronous."""

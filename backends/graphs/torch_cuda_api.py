@@ -19,7 +19,7 @@ import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, HostSyncInCapture
+from .base import Graph, GraphRunner, HostSyncInCapture, bytes_held_by
 from .torch_ops import TorchOps
 from .warmup import region_label, restore, warm_up
 
@@ -90,10 +90,7 @@ class TorchCudaApiRunner(GraphRunner):
         """Allocator bytes on a GPU; under the emulator, the storage its graphs alone keep alive."""
         if not self._emulated and self.torch.cuda.is_available():
             return self.torch.cuda.memory_allocated()
-        held: dict[int, Any] = {}
-        for graph in list(self._emulated):
-            held.update(graph.held_storages())
-        return sum(t.untyped_storage().nbytes() for t in held.values())
+        return bytes_held_by(list(self._emulated), lambda t: t.untyped_storage().nbytes())
 
     def synchronize(self) -> None:
         self.torch.cuda.synchronize()
