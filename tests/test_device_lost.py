@@ -88,7 +88,7 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     from graphcheck import cli
     from graphcheck.cli import run as run_module
 
-    monkeypatch.setattr(run_module, "resolve", lambda name, emulate: as_device(PoisonedDevice))
+    monkeypatch.setattr(run_module, "resolve", lambda name, emulate, emulator="kernel": as_device(PoisonedDevice))
     code = cli.main(
         [
             "run",
