@@ -16,7 +16,6 @@ result: the ops run as they would without it.
 
 from __future__ import annotations
 
-import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -25,7 +24,7 @@ from . import kernels
 from .base import Graph, HostSyncInCapture, StaticInput
 from .op_graphs import _sync_reason
 from .sites import OpSite, user_frame
-from .torch_ops import _op_info, _op_tensors, _storage_key, _written_tensors, in_bookkeeping
+from .torch_ops import _op_info, _op_tensors, _storage_key, _written_tensors, forwarding_mode
 
 
 @dataclass(frozen=True)
@@ -39,24 +38,6 @@ class GraphInput(StaticInput):
     def alive(self) -> bool:
         """Whether the engine still holds the tensor (a dead one's memory is free for reuse)."""
         return self.ref is not None and self.ref() is not None
-
-
-@functools.cache
-def _mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class ObserverMode(TorchDispatchMode):
-        def __init__(self, observer: CaptureObserver) -> None:
-            super().__init__()
-            self.observer = observer
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if in_bookkeeping():
-                return func(*args, **kwargs)
-            return self.observer.observe(func, args, kwargs)
-
-    return ObserverMode
 
 
 class CaptureObserver:
@@ -77,7 +58,7 @@ class CaptureObserver:
         self._frozen: tuple[GraphInput, ...] | None = None
 
     def __enter__(self) -> CaptureObserver:
-        self._mode = _mode_class()(self)
+        self._mode = forwarding_mode(self.observe)
         self._mode.__enter__()
         return self
 

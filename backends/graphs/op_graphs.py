@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import itertools
 import threading
 import weakref
@@ -61,7 +60,7 @@ from .torch_ops import (
     _op_tensors,
     _storage_key,
     _written_tensors,
-    in_bookkeeping,
+    forwarding_mode,
 )
 from .warmup import region_label
 
@@ -202,25 +201,6 @@ def _lazy_torch() -> Any:
     return torch
 
 
-@functools.cache
-def _mode_class() -> type:
-    """The recording dispatch mode, defined on first use (importing this module needs no torch)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class RecordingMode(TorchDispatchMode):
-        def __init__(self, capture: OpCapture) -> None:
-            super().__init__()
-            self.capture = capture
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if in_bookkeeping():
-                return func(*args, **kwargs)
-            return self.capture.record(func, args, kwargs)
-
-    return RecordingMode
-
-
 class OpCapture:
     """One op-level capture, opened with :meth:`begin` and closed with :meth:`end` on one thread.
 
@@ -268,7 +248,7 @@ class OpCapture:
             torch.random.get_rng_state(),
         )
         hooks = _module_hooks(self)
-        stack = [self.ops.capturing(self.state), hooks, _mode_class()(self)]
+        stack = [self.ops.capturing(self.state), hooks, forwarding_mode(self.record)]
         entered = []
         try:
             for cm in stack:

@@ -18,35 +18,20 @@ from typing import Any, Callable
 from . import kernels
 from .op_graphs import OpRecord, op_call
 from .sites import OpSite, user_frame
-from .torch_ops import _op_info, in_bookkeeping
+from .torch_ops import _op_info, forwarding_mode
 
 
-@functools.cache
-def _mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class OpTraceMode(TorchDispatchMode):
-        """Inside one traced kernel call: every non-view op reported to ``tracer`` as a call of its own."""
-
-        def __init__(self, tracer: Any, kernel: str) -> None:
-            super().__init__()
-            self.tracer, self.kernel = tracer, kernel
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if in_bookkeeping() or _op_info(func).is_view:
-                return func(*args, **kwargs)
-            file, line, function = user_frame(2)
-            site = OpSite(None, self.kernel, file, line, function)
-            result = self.tracer.trace_call(
-                op_call(OpRecord(func, args, kwargs, None, site, False)), args, kwargs, graph=None
-            )
-            calls = getattr(self.tracer, "calls", None)
-            if calls and file is not None:  # "called from": the kernel's line that issued the op
-                calls[-1].caller = (function, file, line)
-            return result
-
-    return OpTraceMode
+def _trace_op(tracer: Any, kernel: str, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Inside one traced kernel call: a non-view op reported to ``tracer`` as a call of its own."""
+    if _op_info(func).is_view:
+        return func(*args, **kwargs)
+    file, line, function = user_frame(2)
+    site = OpSite(None, kernel, file, line, function)
+    result = tracer.trace_call(op_call(OpRecord(func, args, kwargs, None, site, False)), args, kwargs, graph=None)
+    calls = getattr(tracer, "calls", None)
+    if calls and file is not None:  # "called from": the kernel's line that issued the op
+        calls[-1].caller = (function, file, line)
+    return result
 
 
 class OpLevelTracer:
@@ -58,6 +43,6 @@ class OpLevelTracer:
     def trace_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, *, graph: str | None) -> Any:
         if graph is not None:
             return self.inner.trace_call(fn, args, kwargs, graph=graph)
-        mode = _mode_class()(self.inner, getattr(fn, "__qualname__", repr(fn)))
-        with mode:
+        kernel = getattr(fn, "__qualname__", repr(fn))
+        with forwarding_mode(functools.partial(_trace_op, self.inner, kernel)):
             return kernels.run_nested(fn, args, kwargs)

@@ -240,6 +240,32 @@ def _mode_classes() -> tuple[type, type]:
     return CaptureMode, PoisonGuard
 
 
+@functools.cache
+def _forwarding_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ForwardingMode(TorchDispatchMode):
+        """Hands every op to ``handler(func, args, kwargs)``, except the runners' own bookkeeping."""
+
+        def __init__(self, handler: Callable[[Any, tuple, dict], Any]) -> None:
+            super().__init__()
+            self.handler = handler
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _tls.bookkeeping:
+                return func(*args, **kwargs)
+            return self.handler(func, args, kwargs)
+
+    return ForwardingMode
+
+
+def forwarding_mode(handler: Callable[[Any, tuple, dict], Any]) -> Any:
+    """A torch dispatch mode (enter it as a context manager) that gives every op of this thread to
+    ``handler``, which runs it; the op-level recorder and the capture observer are such handlers."""
+    return _forwarding_mode_class()(handler)
+
+
 def _counts(token: int) -> bool:
     """Whether poison of ``token`` is enforced here: always, or only in a guarding() scope when owner-scoped."""
     return _tls.scopes > 0 or token not in _SCOPED
