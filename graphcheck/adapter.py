@@ -57,6 +57,29 @@ engines of a lockstep run would need; the memory gate
 scenario above ``$GRAPHCHECK_MAX_ENGINE_MEMORY`` (4 GiB by default) before
 anything is built. A factory without it is never refused.
 
+Engines that schedule, pad and capture for themselves (optional, for a real serving engine;
+``graphcheck.engines.hf_cb`` is the worked example). The factory's ``capabilities`` say so and
+``StepReport`` carries more fields, read with ``getattr`` so that engines without them are
+unaffected:
+
+* ``schedule`` (``graphcheck.schedule.Schedule``), with ``capabilities.schedule = "engine"``:
+  who ran, on how many query tokens from which position, who produced a token. The
+  engine-scheduled oracle checks it for conservation and eager and graph must agree on it.
+* ``path``, ``real_sizes``, ``padded_sizes``, ``limits``, with ``capabilities.buckets`` (a
+  ``graphcheck.buckets.BucketPolicy``): graphcheck pads the real sizes with the declared
+  policy itself and compares with what the engine replayed; ``bucket`` is then the engine's
+  graph key (any hashable value) instead of a capture size.
+* ``host_values``, with ``CapturedGraph.host_values``: the host sizes a step's kernels are
+  shaped by, and those the replayed graph froze at capture; they must match.
+* ``captured``: a graph was captured in this step (lazily, mid-run). Its static-input table
+  is audited right away, the memory baseline starts again, and the number of graphs must stay
+  within what the policy allows.
+
+With ``capabilities.layout = "packed"`` the engine has no slots: ``SlotCapacity.slots`` is
+not checked, and ``sizes.tokens`` (when present) must hold every step's padded tokens. An
+engine that can run its model without batching (``FullRecompute.recompute_scores``) gets a
+third path for float models: every emitted token's scores against a full recompute.
+
 All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
 checks that the members exist (not their types or semantics; the lockstep run
 checks those).
@@ -325,6 +348,15 @@ class ModelReports(Protocol):
 
 
 @runtime_checkable
+class FullRecompute(Protocol):
+    """Optional: an engine that can run its own model the plain way (``graphcheck.check.recompute``)."""
+
+    def recompute_scores(self, tokens: tuple[int, ...]) -> Any:
+        """The model's scores ``[vocab]`` for the token after ``tokens``: the whole sequence in one
+        forward, one request, no cache and no batching."""
+
+
+@runtime_checkable
 class MemoryEstimates(Protocol):
     """Optional, on the factory (a static or class method, or an attribute of a factory object):
     the engines' memory, estimated before any of them is built (``graphcheck.check.memory_gate``)."""
@@ -389,6 +421,7 @@ __all__ = [
     "CapturedGraph",
     "EngineAdapter",
     "EngineFactory",
+    "FullRecompute",
     "GraphInput",
     "MemoryEstimates",
     "ModelReports",

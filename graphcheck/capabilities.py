@@ -17,8 +17,8 @@ to implement no faults. Whether an engine has the optional members (state
 snapshots, reset, model report, its memory estimate) is seen on the factory or
 the engine itself; :func:`optional_members` lists them.
 
-A leaf: standard library, ``graphcheck.scenario`` and ``graphcheck.contract`` only, so that backends/
-and user engines can import it.
+A leaf: standard library, ``graphcheck.scenario``, ``graphcheck.contract`` and ``graphcheck.buckets``
+only, so that backends/ and user engines can import it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
-from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.buckets import BucketPolicy
+from graphcheck.contract import CONTRACT_NAMES, GENERAL_CONTRACTS
 from graphcheck.scenario import (
     ACCEPT_POLICIES,
     GRAPH_SCOPES,
@@ -39,6 +40,8 @@ from graphcheck.scenario import (
 )
 
 Layout = Literal["slot", "packed"]
+ScheduleSource = Literal["harness", "engine"]
+SCHEDULE_SOURCES = ("harness", "engine")
 GraphApi = Literal["runner", "torch.cuda"]
 GRAPH_APIS = ("runner", "torch.cuda")
 
@@ -62,6 +65,23 @@ class Fault:
     breaks: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class EngineOption:
+    """A knob of the engine that graphcheck fuzzes (``EngineConfig.engine_options``).
+
+    ``choices``: the values to draw, the first the simplest (Hypothesis shrinks
+    towards it, and a scenario that does not set the option gets it).
+    """
+
+    name: str
+    choices: tuple[int, ...]
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.choices or any(not isinstance(c, int) or c < 0 for c in self.choices):
+            raise ValueError(f"EngineOption {self.name!r}: choices must be non-negative integers, got {self.choices!r}")
+
+
 #: Capability names a suite may require (``Suite.requires``), with what each means.
 REQUIREMENTS = {
     "drafts": "MTP drafts: a proposer whose drafts the target verifies (configs with naive_mode off)",
@@ -80,13 +100,22 @@ class EngineCapabilities:
     verify_strategies: tuple[str, ...] = VERIFY_STRATEGIES
     accept_policies: tuple[str, ...] = ACCEPT_POLICIES
     models: tuple[str, ...] = MODELS
-    contracts: tuple[str, ...] = CONTRACT_NAMES
+    contracts: tuple[str, ...] = GENERAL_CONTRACTS  # hf-cb is declared by its engine alone
     layout: Layout = "slot"
     faults: tuple[Fault, ...] = ()
     #: How the engine captures graphs: "runner" (through the Device's graph runner, as the built-in
     #: engine does) or "torch.cuda" (it calls torch.cuda.CUDAGraph / torch.cuda.graph itself; on a CPU
     #: backend graphcheck then runs it inside graphcheck.emulate.cuda_graphs()).
     graph_api: GraphApi = "runner"
+    #: Knobs graphcheck draws for this engine and records in the scenario (``engine_options``).
+    options: tuple[EngineOption, ...] = ()
+    #: Who decides which requests run and on how many tokens: "harness" (graphcheck's FIFO model,
+    #: checked by prediction) or "engine" (the engine reports a ``Schedule`` every step, checked for
+    #: conservation by the engine-scheduled oracle; ``graphcheck.schedule``).
+    schedule: ScheduleSource = "harness"
+    #: The padding policy of the engine's graphs (``graphcheck.buckets``); None: graphcheck's own
+    #: (the smallest capture size >= R on decode-only steps, eager otherwise).
+    buckets: BucketPolicy | None = None
 
     def __post_init__(self) -> None:
         if not (self.drafts or self.naive):
@@ -110,6 +139,10 @@ class EngineCapabilities:
         names = [f.name for f in self.faults]
         if len(set(names)) != len(names):
             raise ValueError("EngineCapabilities.faults: two faults share a name")
+        if len({o.name for o in self.options}) != len(self.options):
+            raise ValueError("EngineCapabilities.options: two options share a name")
+        if self.schedule not in SCHEDULE_SOURCES:
+            raise ValueError(f"EngineCapabilities.schedule: 'harness' or 'engine', got {self.schedule!r}")
 
     # -- what a run may do with this engine -----------------------------
     @property
@@ -140,6 +173,13 @@ class EngineCapabilities:
         """Every config value of the scenario format is supported: :meth:`fit` changes nothing."""
         return dataclasses.replace(self, faults=(), layout="slot") == EngineCapabilities()
 
+    def fit_options(self, options: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+        """``options`` with one entry per declared option: a declared value kept, anything else the first
+        choice; options the engine does not declare dropped."""
+        given = dict(options)
+        fitted = {o.name: given[o.name] if given.get(o.name) in o.choices else o.choices[0] for o in self.options}
+        return tuple(sorted(fitted.items()))
+
     # -- fitting scenarios ------------------------------------------------
     def fit_config(self, config: EngineConfig) -> EngineConfig:
         """``config`` with every unsupported value replaced by the first supported one."""
@@ -157,6 +197,9 @@ class EngineCapabilities:
         ):
             if getattr(config, field) not in allowed:
                 changes[field] = allowed[0]
+        options = self.fit_options(config.engine_options)
+        if options != config.engine_options:
+            changes["engine_options"] = options
         return dataclasses.replace(config, **changes) if changes else config
 
     def fit(self, scenario: Scenario) -> Scenario:
@@ -183,6 +226,9 @@ class EngineCapabilities:
             f"contracts: {', '.join(self.contracts)}",
             f"layout: {self.layout}",
             f"graphs captured through: {self.graph_api}",
+            f"schedule: {'the engine' if self.schedule == 'engine' else 'graphcheck'}'s",
+            f"bucket policy: {', '.join(p.name for p in self.buckets.paths) if self.buckets else 'capture sizes'}",
+            *(f"option {o.name}: {', '.join(map(str, o.choices))}" for o in self.options),
             f"faults: {len(self.faults)}",
         ]
 
@@ -203,6 +249,7 @@ def optional_members(obj: Any) -> tuple[str, ...]:
 
 __all__ = [
     "EngineCapabilities",
+    "EngineOption",
     "Fault",
     "OPTIONAL_MEMBERS",
     "REQUIREMENTS",

@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 #: ``seed_advance``: when a request's ``infer_seed`` moves on.
 #: ``every_step``: by 4(k+1) (NAIVE 4) every step the request runs, whatever the strategy.
 #: ``target_match_only``: only TARGET_MATCH verification advances it; GREEDY, TOPP and
-#: NAIVE never do (NAIVE samples with the unchanged seed).
-SEED_ADVANCES = ("every_step", "target_match_only")
+#: NAIVE never do (NAIVE samples with the unchanged seed). ``none``: never (an engine that has
+#: no per-request seed stream, such as one that decodes greedily).
+SEED_ADVANCES = ("every_step", "target_match_only", "none")
 #: ``row_seed``: how output row j's seed derives from ``infer_seed``.
 #: ``modular``: ``(infer_seed + 4j) mod M``, always in [0, M).
 #: ``int64_wrap``: the sum wraps in int64 and takes C's remainder (sign of the dividend),
@@ -34,6 +35,12 @@ TOPP_DRAWS = ("row_seed", "unspecified")
 #: ``eos_scope``: ``request``: each request stops on its own eos list; ``batch``: one list for the
 #: whole batch, overwritten by each admitted request (the last one admitted wins).
 EOS_SCOPES = ("request", "batch")
+#: ``sampling``: ``request``: each request's temperature, top_p and top_k decide its tokens;
+#: ``greedy``: the engine decodes greedily whatever the request asks (the top-scoring token).
+SAMPLINGS = ("request", "greedy")
+#: ``max_len_token``: the token a request emits when it reaches ``max_dec_len`` without an eos:
+#: ``eos`` (FastDeploy's update kernel writes ``eos[0]`` in its place) or ``drawn`` (the token sampled).
+MAX_LEN_TOKENS = ("eos", "drawn")
 
 
 @dataclass(frozen=True)
@@ -58,12 +65,20 @@ class Contract:
     min_tokens: int = 0
     sampling_eps: float = 1e-9
     verify_window: int = 0
+    sampling: str = "request"
+    max_len_token: str = "eos"
 
     def advances_seed(self, verify_strategy: str, naive_mode: bool) -> bool:
         """Whether a running request's ``infer_seed`` moves on in a step of this configuration."""
+        if self.seed_advance == "none":
+            return False
         if self.seed_advance == "every_step":
             return True
         return verify_strategy == "target_match" and not naive_mode
+
+    def top_k_of(self, top_k: int) -> int:
+        """The top_k a request with ``top_k`` samples with: 1 (the best token) when sampling is greedy."""
+        return 1 if self.sampling == "greedy" else top_k
 
     def points(self) -> tuple[tuple[str, str], ...]:
         """(field, value) of every choice, for reports and ``graphcheck contracts``."""
@@ -75,6 +90,8 @@ class Contract:
             ("min_tokens", str(self.min_tokens)),
             ("sampling_eps", f"{self.sampling_eps:g}"),
             ("verify_window", str(self.verify_window)),
+            ("sampling", self.sampling),
+            ("max_len_token", self.max_len_token),
         )
 
 
@@ -89,9 +106,15 @@ FASTDEPLOY = Contract(
     sampling_eps=1e-6,
 )
 FASTDEPLOY_XPU = replace(FASTDEPLOY, name="fastdeploy-xpu", verify_window=2)
+#: Hugging Face transformers' continuous batching, decoding greedily: no seed stream, each request
+#: stops on its own eos list, float32 scores (``graphcheck.engines.hf_cb``).
+HF_CB = Contract("hf-cb", seed_advance="none", sampling="greedy", sampling_eps=1e-6, max_len_token="drawn")
 
-CONTRACTS: dict[str, Contract] = {c.name: c for c in (DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU)}
+CONTRACTS: dict[str, Contract] = {c.name: c for c in (DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, HF_CB)}
 CONTRACT_NAMES = tuple(CONTRACTS)
+#: The presets graphcheck's own engine implements (and an engine that declares nothing is taken to):
+#: ``hf-cb`` is one engine's own.
+GENERAL_CONTRACTS = tuple(name for name in CONTRACT_NAMES if name != HF_CB.name)
 
 
 def contract_named(name: str) -> Contract:
@@ -110,6 +133,10 @@ __all__ = [
     "EOS_SCOPES",
     "FASTDEPLOY",
     "FASTDEPLOY_XPU",
+    "GENERAL_CONTRACTS",
+    "HF_CB",
+    "MAX_LEN_TOKENS",
+    "SAMPLINGS",
     "ROW_SEEDS",
     "SEED_ADVANCES",
     "TOPP_DRAWS",

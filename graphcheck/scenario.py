@@ -58,6 +58,8 @@ MAX_EOS_IDS = 8
 MAX_CANDIDATE_LEN = 10
 TEMPERATURE_RANGE = (0.05, 10.0)
 MAX_REQUEST_ID_LEN = 64
+MAX_ENGINE_OPTIONS = 16
+MAX_ENGINE_OPTION = 2**31 - 1
 MAX_NAME_LEN = 200
 
 
@@ -95,6 +97,17 @@ class EngineConfig:
     model_seed: int = 0
     model: str = "exact"
     contract: str = "default"
+    #: Knobs of the engine under test that graphcheck's format does not name (page size, token
+    #: budget, ...): ``(name, value)`` pairs sorted by name. An engine declares them, with the
+    #: values to draw, in ``EngineCapabilities.options``; written to JSON as an object.
+    engine_options: tuple[tuple[str, int], ...] = ()
+
+    def option(self, name: str, default: int) -> int:
+        """The engine option ``name``, or ``default`` when the scenario does not set it."""
+        for key, value in self.engine_options:
+            if key == name:
+                return value
+        return default
 
     @property
     def tokens_per_request(self) -> int:
@@ -160,6 +173,9 @@ class Scenario:
     # -- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = _plain(self)
+        options = data["config"].pop("engine_options")
+        if options:  # omitted when empty, so files written before options existed read the same
+            data["config"]["engine_options"] = {name: value for name, value in options}
         data["format"] = FORMAT_VERSION
         return data
 
@@ -503,8 +519,40 @@ def _parse_config(data: Any, path: str) -> EngineConfig:
         model_seed=_int(get("model_seed"), _join(path, "model_seed"), 0, 2**63 - 1),
         model=_choice(get("model"), _join(path, "model"), MODELS),
         contract=_choice(get("contract"), _join(path, "contract"), CONTRACT_NAMES),
+        engine_options=_parse_options(obj.get("engine_options", {}), _join(path, "engine_options")),
     )
     return cfg
+
+
+def _parse_options(data: Any, path: str) -> tuple[tuple[str, int], ...]:
+    """``engine_options``: an object of at most MAX_ENGINE_OPTIONS ``name: integer`` entries (also
+    the ``[[name, value], ...]`` pairs a Scenario built in code holds)."""
+    if isinstance(data, (list, tuple)):
+        pairs = []
+        for i, item in enumerate(_list(data, path, MAX_ENGINE_OPTIONS)):
+            entry = _list(item, f"{path}[{i}]", 2)
+            if len(entry) != 2:
+                raise ScenarioError(f"{path}[{i}]", f"must be a [name, value] pair, got {_show(item)}")
+            pairs.append((entry[0], entry[1]))
+    elif isinstance(data, dict):
+        pairs = list(dict.items(data))
+    else:
+        raise ScenarioError(path, f"must be an object of name: integer, got {_show(data)}")
+    if len(pairs) > MAX_ENGINE_OPTIONS:
+        raise ScenarioError(path, f"must have at most {MAX_ENGINE_OPTIONS} entries, got {len(pairs)}")
+    out: dict[str, int] = {}
+    for key, value in pairs:
+        name = _str(key, f"{path}.<name>", 32) if not isinstance(key, str) else str.__str__(key)
+        if not (name and name[0].isalpha() and name.isascii() and all(c.isalnum() or c == "_" for c in name)):
+            raise ScenarioError(
+                _join(path, _key_label(key)), "option names are 1-32 ASCII letters, digits or _, starting with a letter"
+            )
+        if len(name) > 32:
+            raise ScenarioError(_join(path, _key_label(key)), "option names are at most 32 characters")
+        if name in out:
+            raise ScenarioError(_join(path, name), "is given twice")
+        out[name] = _int(value, _join(path, name), 0, MAX_ENGINE_OPTION)
+    return tuple(sorted(out.items()))
 
 
 def _parse_reasoning(data: Any, path: str, num_steps: int) -> ReasoningChange:

@@ -126,6 +126,7 @@ class ScriptDecoder:
             accept_policy=self.config.accept_policy,
             override=override,
             verify_window=self.contract.verify_window,
+            max_len_token=self.contract.max_len_token,
         )
 
     def _decide(

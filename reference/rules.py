@@ -97,8 +97,8 @@ def decide(
     free = contract.topp_draw == "unspecified"
     if config.naive_mode:
         seed = row_seed(contract, infer_seed, 0)
-        tok, amb = sample(scores(0), spec.temperature, spec.top_p, spec.top_k, seed, eps=eps)
-        return naive_step(tok, inp.step_idx, inp.max_dec_len, inp.eos, amb)
+        tok, amb = sample(scores(0), spec.temperature, spec.top_p, contract.top_k_of(spec.top_k), seed, eps=eps)
+        return naive_step(tok, inp.step_idx, inp.max_dec_len, inp.eos, amb, inp.max_len_token)
 
     def row(i: int) -> RowVerdict:
         verdict = judge_row(
@@ -106,7 +106,7 @@ def decide(
             scores(i),
             spec.temperature,
             spec.top_p,
-            spec.top_k,
+            contract.top_k_of(spec.top_k),
             row_seed(contract, infer_seed, i),
             config.max_candidate_len,
             eps=eps,

@@ -55,6 +55,7 @@ class VerifyInput:
     accept_policy: str = "normal"
     override: int | None = None
     verify_window: int = 0  # graphcheck.contract.Contract.verify_window
+    max_len_token: str = "eos"  # graphcheck.contract.Contract.max_len_token
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,12 @@ class VerifyResult:
 
 
 class _Emitter:
-    """emit(): count the token, stop on EOS, truncate to eos[0] at max_dec_len."""
+    """emit(): count the token, stop on EOS, at max_dec_len stop (the token becomes eos[0] unless
+    ``max_len_token`` is "drawn")."""
 
-    def __init__(self, step_idx: int, max_dec_len: int, eos: Sequence[int]):
+    def __init__(self, step_idx: int, max_dec_len: int, eos: Sequence[int], max_len_token: str = "eos"):
         self.step_idx, self.max_dec_len, self.eos = step_idx, max_dec_len, tuple(eos)
+        self.keep_drawn = max_len_token == "drawn"
         self.tokens: list[int] = []
         self.stopped = False
 
@@ -82,7 +85,7 @@ class _Emitter:
         if tok in self.eos:
             self.stopped = True
         elif self.step_idx >= self.max_dec_len:
-            tok, self.stopped = self.eos[0], True
+            tok, self.stopped = tok if self.keep_drawn else self.eos[0], True
         self.tokens.append(int(tok))
         return self.stopped
 
@@ -97,7 +100,7 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
     ``row(i)`` is called at most once per row, and only for rows the verify reads.
     """
     row = functools.lru_cache(maxsize=None)(row)
-    out = _Emitter(inp.step_idx, inp.max_dec_len, inp.eos)
+    out = _Emitter(inp.step_idx, inp.max_dec_len, inp.eos, inp.max_len_token)
     ambiguous = False
     i = 0
     if not _phase1_skipped(inp):
@@ -138,10 +141,15 @@ def _window_holds(inp: VerifyInput, row: Callable[[int], RowVerdict], i: int) ->
 
 
 def naive_step(
-    token: int, step_idx: int, max_dec_len: int, eos: Sequence[int], ambiguous: bool = False
+    token: int,
+    step_idx: int,
+    max_dec_len: int,
+    eos: Sequence[int],
+    ambiguous: bool = False,
+    max_len_token: str = "eos",
 ) -> VerifyResult:
     """NAIVE mode: the one sampled token is emitted, nothing is verified."""
-    out = _Emitter(step_idx, max_dec_len, eos)
+    out = _Emitter(step_idx, max_dec_len, eos, max_len_token)
     out.emit(token)
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous)
 

@@ -655,6 +655,43 @@ def test_a_window_diverges_under_the_plain_fastdeploy_contract(cpu) -> None:
 
 
 # ---------------------------------------------------------------------------
+# seed_advance "none", sampling "greedy", max_len_token "drawn": the hf-cb preset
+# (an engine's own preset: the built-in engine does not take it, tests/test_hf_cb.py runs its engine)
+# ---------------------------------------------------------------------------
+
+HF_CB = CONTRACTS["hf-cb"]
+
+
+def test_the_hf_cb_preset_keeps_the_seed_and_decodes_greedily() -> None:
+    assert not HF_CB.advances_seed("target_match", False) and not HF_CB.advances_seed("greedy", True)
+    assert HF_CB.top_k_of(0) == 1 and HF_CB.top_k_of(7) == 1 and DEFAULT.top_k_of(7) == 7
+    config = EngineConfig(naive_mode=True, num_speculative_tokens=0, contract="hf-cb")
+    spec = RequestSpec("r", 0, (1, 2, 3), 6, (0,), temperature=5.0, top_p=0.9, seed=123)
+    decoder = ReferenceDecoder(config, make_weights(config))
+    decoder.submit(spec)
+    outcomes = [decoder.step(t, {}).by_id()["r"] for t in range(4)]
+    assert {o.infer_seed for o in outcomes} == {123}, "no seed stream: the seed never moves"
+    greedy = ReferenceDecoder(dataclasses.replace(config, contract="default"), make_weights(config))
+    greedy.submit(dataclasses.replace(spec, temperature=1.0, top_p=1.0, top_k=1))
+    assert [o.accept_tokens for o in outcomes] == [greedy.step(t, {}).by_id()["r"].accept_tokens for t in range(4)]
+
+
+@pytest.mark.parametrize(("max_len_token", "expected"), [("eos", 9), ("drawn", 4)])
+def test_the_token_at_max_dec_len_is_eos_or_the_drawn_one(max_len_token: str, expected: int) -> None:
+    from graphcheck.reference.verify import naive_step
+
+    last = naive_step(4, step_idx=5, max_dec_len=6, eos=(9,), max_len_token=max_len_token)
+    assert last.tokens == (expected,) and last.stopped
+    early = naive_step(4, step_idx=2, max_dec_len=6, eos=(9,), max_len_token=max_len_token)
+    assert early.tokens == (4,) and not early.stopped
+
+
+def test_the_builtin_engine_does_not_take_an_engines_own_preset() -> None:
+    caps = Engine.capabilities
+    assert "hf-cb" not in caps.contracts and caps.fit_config(EngineConfig(contract="hf-cb")).contract == "default"
+
+
+# ---------------------------------------------------------------------------
 # All points at once: random scenarios
 # ---------------------------------------------------------------------------
 
@@ -694,4 +731,6 @@ def test_every_point_of_the_presets_is_covered_here() -> None:
         "min_tokens",
         "sampling_eps",
         "verify_window",
+        "sampling",
+        "max_len_token",
     }

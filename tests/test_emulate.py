@@ -255,6 +255,27 @@ def test_manual_capture_begin_end_and_shared_pools(cuda):
     assert out1[0].item() == 3.0 and out2[0].item() == 2.0, "g2 sits on g1's freed intermediate"
 
 
+def test_a_graph_that_already_replayed_lifts_a_later_captures_poison_from_its_blocks(cuda):
+    # Lazy capture (one graph per key, mid-run): g1 replays, then g2 is captured onto g1's freed
+    # intermediate; g1's next replay writes that block before reading it, as on a GPU.
+    x = torch.ones(256)
+    g1 = torch.cuda.CUDAGraph()
+    g1.capture_begin()
+    h = x * 2
+    out1 = h + 1
+    del h
+    g1.capture_end()
+    g1.replay()
+    g2 = torch.cuda.CUDAGraph()
+    g2.capture_begin(pool=g1.pool())
+    out2 = x * 5
+    g2.capture_end()
+    g1.replay()
+    assert out1[0].item() == 3.0
+    g2.replay()
+    assert out2[0].item() == 5.0
+
+
 def test_a_live_output_of_an_earlier_graph_is_never_reused(cuda):
     x = torch.ones(256)
     g1, out1 = _capture(lambda: x * 2)

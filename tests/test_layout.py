@@ -36,6 +36,8 @@ SHARED_LEAVES = (
     "graphcheck.model_report",
     "graphcheck.capabilities",
     "graphcheck.errors",
+    "graphcheck.schedule",
+    "graphcheck.buckets",
 )
 
 
@@ -343,7 +345,7 @@ ARROWS: dict[str, set[str]] = {
     "github": {"leaves", "check", "report"},
     "pytest_plugin": {"leaves", "adapter", "check", "backends"},
     "emulate": {"backends"},
-    "engines": {"leaves", "backends"},
+    "engines": {"leaves", "backends", "emulate"},
     "cli": {"leaves", "check", "search", "parallel", "catalog", "bench", "report", "github", "backends"},
 }
 

@@ -458,7 +458,7 @@ class Engine:
             ints[i, ADMIT_PROMPT_LEN] = len(spec.prompt)
             ints[i, ADMIT_MAX_DEC_LEN] = spec.max_dec_len
             ints[i, ADMIT_SEED] = spec.seed
-            ints[i, ADMIT_TOP_K] = spec.top_k
+            ints[i, ADMIT_TOP_K] = self.contract.top_k_of(spec.top_k)
             ints[i, ADMIT_REASONING] = req.reasoning_status
             floats[i] = (spec.top_p, spec.temperature)
             prompts[i, : len(spec.prompt)] = spec.prompt

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import sys
 import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -131,7 +132,7 @@ class EmulatedCUDAGraph:
         self.graph.replay()
 
     def reset(self) -> None:
-        if self.graph is not None:
+        if self.graph is not None and sys.meta_path is not None:  # not at interpreter exit (engines' __del__)
             self.graph.reset()
         self.graph = None
 

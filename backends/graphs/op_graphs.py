@@ -480,10 +480,12 @@ class OpGraph(Graph):
                 "(a GPU graph would read whatever reused that memory; keep captured inputs alive)"
             )
         if self._token is not None:
-            # A storage of a shared pool may carry a later capture's poison (it sits on this graph's
-            # block): this replay writes it, so all of this graph's storages are lifted, not one token's.
             token, self._token = self._token, None
             self._ops.clear_poison(token)
+        if self._owned and self._ops.any_poisoned():
+            # A storage of a shared pool may carry a later capture's poison (it sits on this graph's
+            # block, and graphs are captured lazily, after this one's first replay too): this replay
+            # writes it, so all of this graph's storages are lifted, not one token's.
             self._ops.clear_poison_of(self._owned)
         tracer = kernels.current_tracer()
         for record in self._records:

@@ -436,6 +436,10 @@ class TorchOps:
             _tls.scopes -= 1
             _update_guard()
 
+    def any_poisoned(self) -> bool:
+        """Whether any storage is poisoned now (cheap: lets a replay skip lifting when none is)."""
+        return bool(_POISONED)
+
     def is_poisoned(self, t: Any) -> bool:
         return _storage_key(t) in _POISONED
 

@@ -105,7 +105,15 @@ class Checker:
         return self.engine.capabilities.fit(self.setup.apply(scenario))
 
     def strategy(self, strategy: Any) -> Any:
-        """A scenario strategy whose draws are prepared (:meth:`prepare`)."""
+        """A scenario strategy whose draws are prepared (:meth:`prepare`), each with a draw of the
+        engine's own options (``EngineCapabilities.options``) stamped on its config."""
+        options = self.engine.capabilities.options
+        if options:
+            from hypothesis import strategies as st
+
+            drawn = st.tuples(*(st.sampled_from(o.choices) for o in options))
+            names = tuple(o.name for o in options)
+            strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], names, pair[1]))
         return strategy.map(self.prepare)
 
     def missing_for(self, requires: Sequence[str]) -> tuple[str, ...]:
@@ -230,3 +238,9 @@ def check_scenario(
 
 
 __all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario"]
+
+
+def _with_options(scenario: Scenario, names: tuple[str, ...], values: tuple[int, ...]) -> Scenario:
+    """``scenario`` with engine options ``names`` set to ``values``."""
+    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(zip(names, values))))
+    return dataclasses.replace(scenario, config=config)

@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
+from graphcheck.capabilities import EngineCapabilities
+from graphcheck.check.bucket_check import check_graph_count, check_host_values, check_padding, policy_values
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
 from graphcheck.check.memory_gate import admit
 from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
+from graphcheck.check.recompute import RecomputeCheck
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
@@ -166,7 +169,8 @@ class Lockstep:
         self._pool = pool
         self._keys: dict[str, PoolKey] = {}
         self._broken: set[str] = set()  # "eager" / "graph": raised in a step, never given back
-        oracle_name = resolve_oracle(oracle, scenario.config)
+        self.capabilities = capabilities_of(factory)
+        oracle_name = resolve_oracle(oracle, scenario.config, self.capabilities.schedule)
         try:
             with self._phase("setup_harness"):
                 weights = pool.weights(scenario.config) if pool is not None else make_weights(scenario.config)
@@ -218,6 +222,7 @@ class Lockstep:
                         "tolerance need each step's model scores (docs/adapters.md, 'Engines that run their own model')"
                     )
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
+        self._recompute = self._full_recompute()
         self.snapshots = supports_snapshots(self.eager) and supports_snapshots(self.graph)
         self._occupants: dict[int, str] = {}  # slot -> the last request that ran there
         self._check_capacity()
@@ -292,7 +297,8 @@ class Lockstep:
                 self._reports = self._model_reports()
                 for decoder in self.oracle.decoders():
                     apply_events(decoder, self.scenario, t)
-                results["reference"] = self.oracle.step(t, overrides, results, self._reports)
+                schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
+                results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
         except Exception as exc:
             if is_out_of_memory(exc):
                 raise _out_of_memory(self._estimate, f"step {t} of the reference", exc) from exc
@@ -315,9 +321,17 @@ class Lockstep:
         """Each engine's model report of the step, when the oracle or the tolerance needs them."""
         if not self.oracle.needs_reports and self._tolerance is None:
             return {}
-        return {
-            source: dict(engine.model_report()) for source, engine in (("eager", self.eager), ("graph", self.graph))
-        }
+        return {source: dict(engine.model_report()) for source, engine in self._engines()}
+
+    def _engines(self) -> tuple[tuple[str, Any], ...]:
+        return (("eager", self.eager), ("graph", self.graph))
+
+    def _full_recompute(self) -> RecomputeCheck | None:
+        """The third path, for a graph engine that can run its model without batching (``recompute_scores``)."""
+        if self._tolerance is None or not callable(getattr(self.graph, "recompute_scores", None)):
+            return None
+        prompts = {r.request_id: r.prompt for r in self.scenario.requests}
+        return RecomputeCheck(self.graph, prompts, self._tolerance, "graph")
 
     def _phase(self, name: str) -> AbstractContextManager[None]:
         """Time the ``with`` body into ``timings.<name>``; a shared no-op when not timing."""
@@ -330,7 +344,8 @@ class Lockstep:
         engine = self.eager if source == "eager" else self.graph
         info = engine.last_step_info
         slots = info.slots
-        bindings = bindings_of(engine, info.bucket, self._bindings) if info.used_graph else ()
+        audited = info.used_graph or bool(getattr(info, "captured", False))  # a lazy capture: audit its table now
+        bindings = bindings_of(engine, info.bucket, self._bindings) if audited else ()
         # Memory is judged on replays only (_memory); both engines are measured there, side by side.
         replayed = self.graph.last_step_info.used_graph
         return StepRecord(
@@ -361,7 +376,27 @@ class Lockstep:
         found += self.oracle.diff(ref, {"eager": eager, "graph": graph}, slots)
         g = records["graph"]
         found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)
+        found += self._schedules(g.step)
+        if self._recompute is not None:
+            found += self._recompute.check(graph, self._reports.get("graph", {}), slots)
         return found
+
+    def _schedules(self, step: int) -> list[Divergence]:
+        """An engine that schedules for itself must schedule eager and graph alike (until a near tie parts them)."""
+        eager, graph = (getattr(e.last_step_info, "schedule", None) for _, e in self._engines())
+        if eager is None or graph is None or eager == graph or self._parting.parted:
+            return []
+        return [
+            Divergence(
+                "value",
+                step,
+                "schedule",
+                "eager vs graph",
+                [(r.request_id, r.query_tokens, r.first_position, r.produces) for r in eager.runs],
+                [(r.request_id, r.query_tokens, r.first_position, r.produces) for r in graph.runs],
+                detail="(request, query tokens, first position, produces) of every request the step ran",
+            )
+        ]
 
     def _state(self, t: int, records: dict[str, StepRecord]) -> list[Divergence]:
         """Eager vs graph on every buffer's meaningful rows, then each engine's free slots.
@@ -438,6 +473,42 @@ class Lockstep:
         return found
 
     def _shape(self, rec: StepRecord, eager: StepRecord) -> list[Divergence]:
+        if self.capabilities.buckets is not None:
+            found = self._declared_buckets(rec)
+        else:
+            found = self._capture_size_buckets(rec)
+        rescheduled = bool(self._parting.parted) and rec.slots != eager.slots  # after a near tie (numeric)
+        if rec.real_tokens != eager.real_tokens and not rescheduled:
+            found.append(
+                Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens)
+            )
+        return found
+
+    def _declared_buckets(self, rec: StepRecord) -> list[Divergence]:
+        """The engine's own padding policy (``graphcheck.buckets``), recomputed from the real sizes it reports."""
+        info, policy = self.graph.last_step_info, self.capabilities.buckets
+        values = policy_values(
+            self.scenario.config.engine_options, getattr(info, "limits", None), self.capabilities.options
+        )
+        found: list[Divergence] = []
+        tokens = getattr(self.graph.sizes, "tokens", None)
+        if tokens is not None and rec.padded_tokens > tokens:
+            found.append(
+                Divergence(
+                    "shape", rec.step, "buffer capacity (tokens)", "padded tokens vs buffers", tokens, rec.padded_tokens
+                )
+            )
+        if rec.bucket is None:
+            return found
+        found += check_padding(policy, rec.step, info, values)
+        graphs = self.graph.graphs
+        if rec.bucket in graphs:
+            found += check_host_values(rec.step, info, graphs[rec.bucket].target, _graph_label("target", rec.bucket))
+        found += check_graph_count(policy, rec.step, len(graphs), values)
+        return found
+
+    def _capture_size_buckets(self, rec: StepRecord) -> list[Divergence]:
+        """graphcheck's own policy: the smallest capture size >= R on decode-only steps, eager otherwise."""
         has_prefill = self.graph.last_step_info.has_prefill
         want = expected_bucket(self.scenario, rec.real_bsz, has_prefill)
         found = []
@@ -459,15 +530,15 @@ class Lockstep:
                 found.append(
                     Divergence("shape", rec.step, "padded_tokens", "policy vs graph engine", padded, rec.padded_tokens)
                 )
-        rescheduled = bool(self._parting.parted) and rec.slots != eager.slots  # after a near tie (numeric)
-        if rec.real_tokens != eager.real_tokens and not rescheduled:
-            found.append(
-                Divergence("shape", rec.step, "real_tokens", "eager vs graph", eager.real_tokens, rec.real_tokens)
-            )
         return found
 
     def _memory(self, rec: StepRecord) -> list[Divergence]:
-        """Memory must stay flat across replays once every graph has replayed once."""
+        """Memory must stay flat across replays once every graph has replayed once.
+
+        An engine that captures lazily (``StepReport.captured``) grows by each new graph: a
+        capture starts the count again, and replays of the graphs that exist must stay flat."""
+        if getattr(self.graph.last_step_info, "captured", False):
+            self._replays, self._memory_baseline = 0, None
         if not rec.used_graph:
             return []
         self._replays += 1
@@ -489,6 +560,8 @@ class Lockstep:
         return []
 
     def _check_capacity(self, engine: Any = None) -> None:
+        if self.capabilities.layout == "packed":  # no slots: padded tokens are checked every step
+            return
         cfg = self.scenario.config
         have = (engine or self.graph).sizes.slots
         if have < cfg.max_padded_reqs:
@@ -603,6 +676,12 @@ def engine_frame(exc: BaseException) -> tuple[str, str, int] | None:
             continue
         found = (frame.name, frame.filename, frame.lineno or 0)
     return found
+
+
+def capabilities_of(factory: Any) -> EngineCapabilities:
+    """What ``factory`` declares (``capabilities``), else graphcheck's defaults."""
+    declared = getattr(factory, "capabilities", None)
+    return declared if isinstance(declared, EngineCapabilities) else EngineCapabilities()
 
 
 def supports_snapshots(engine: Any) -> bool:

@@ -11,8 +11,13 @@ Two oracles, chosen per run (``ORACLES``):
   recomputes everything downstream (pairs "oracle vs eager" / "oracle vs
   graph"); after an ambiguous mismatch it adopts the engine's outcome and
   keeps checking.
+* ``engine-scheduled``: for an engine that also schedules for itself
+  (``EngineCapabilities.schedule == "engine"``). As model-agnostic, but the
+  running set comes from the engine's ``Schedule`` and is checked for
+  conservation (``graphcheck.reference.scheduled``).
 
-``auto`` picks exact for the exact model and model-agnostic otherwise.
+``auto`` picks engine-scheduled for an engine that schedules for itself, exact
+for the exact model and model-agnostic otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from graphcheck.errors import InputError
 from graphcheck.scenario import EngineConfig, Scenario
 from graphcheck.step_result import StepResult
 
-ORACLES = ("exact", "model-agnostic")
+ORACLES = ("exact", "model-agnostic", "engine-scheduled")
 ORACLE_CHOICES = ("auto", *ORACLES)
 
 
@@ -32,10 +37,22 @@ class OracleError(InputError, ValueError):
     """An oracle that cannot check this run (e.g. the exact oracle on a float model)."""
 
 
-def resolve_oracle(name: str, config: EngineConfig) -> str:
-    """The oracle a run uses: ``auto`` resolved from the model; OracleError for a combination that cannot work."""
+def resolve_oracle(name: str, config: EngineConfig, schedule: str | None = None) -> str:
+    """The oracle a run uses: ``auto`` resolved from the model and who schedules (``schedule``: the
+    engine's ``EngineCapabilities.schedule``, None while the engine is not known: then
+    ``engine-scheduled`` is taken as asked); OracleError for a combination that cannot work."""
     if name not in ORACLE_CHOICES:
         raise OracleError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLE_CHOICES)}")
+    if schedule == "engine":
+        if name not in ("auto", "engine-scheduled"):
+            raise OracleError(
+                f"the engine schedules for itself: only the engine-scheduled oracle can check it, not {name!r}"
+            )
+        return "engine-scheduled"
+    if name == "engine-scheduled":
+        if schedule == "harness":
+            raise OracleError("the engine-scheduled oracle needs an engine that reports its own schedule")
+        return name
     if name == "auto":
         return "exact" if config.model == "exact" else "model-agnostic"
     if name == "exact" and config.model != "exact":
@@ -61,7 +78,12 @@ class ExactOracle:
         return [self.decoder]
 
     def step(
-        self, t: int, overrides: Mapping[str, int], results: Mapping[str, StepResult], reports: Mapping[str, Any]
+        self,
+        t: int,
+        overrides: Mapping[str, int],
+        results: Mapping[str, StepResult],
+        reports: Mapping[str, Any],
+        schedules: Mapping[str, Any] | None = None,
     ) -> StepResult:
         return self.decoder.step(t, overrides)
 
@@ -78,14 +100,17 @@ class ExactOracle:
 
 
 class AgnosticOracles:
-    """One model-agnostic oracle per engine, fed that engine's model report."""
+    """One model-agnostic (or engine-scheduled) oracle per engine, fed that engine's model report
+    (and its schedule)."""
 
-    name = "model-agnostic"
-
-    def __init__(self, scenario: Scenario):
+    def __init__(self, scenario: Scenario, *, scheduled: bool = False):
         from graphcheck.reference.oracle import ModelAgnosticOracle
+        from graphcheck.reference.scheduled import EngineScheduledOracle
 
-        self.oracles = {s: ModelAgnosticOracle(scenario.config) for s in ("eager", "graph")}
+        kind = EngineScheduledOracle if scheduled else ModelAgnosticOracle
+        self.name = "engine-scheduled" if scheduled else "model-agnostic"
+        self.scheduled = scheduled
+        self.oracles = {s: kind(scenario.config) for s in ("eager", "graph")}
         self.needs_reports = True
         self._verdicts: dict[str, Any] = {}
 
@@ -93,11 +118,20 @@ class AgnosticOracles:
         return list(self.oracles.values())
 
     def step(
-        self, t: int, overrides: Mapping[str, int], results: Mapping[str, StepResult], reports: Mapping[str, Any]
+        self,
+        t: int,
+        overrides: Mapping[str, int],
+        results: Mapping[str, StepResult],
+        reports: Mapping[str, Any],
+        schedules: Mapping[str, Any] | None = None,
     ) -> StepResult:
         """Each oracle's verdict on its engine; returns the graph oracle's expected result (the record)."""
         for source, oracle in self.oracles.items():
-            self._verdicts[source] = oracle.step(t, overrides, reports[source], results[source])
+            if self.scheduled:
+                schedule = (schedules or {}).get(source)
+                self._verdicts[source] = oracle.step(t, overrides, reports[source], results[source], schedule)
+            else:
+                self._verdicts[source] = oracle.step(t, overrides, reports[source], results[source])
         return self._verdicts["graph"].result
 
     def expected_per_engine(self) -> tuple[StepResult, StepResult]:
@@ -135,7 +169,9 @@ class AgnosticOracles:
 
 
 def make_oracle(name: str, scenario: Scenario, weights: Any) -> ExactOracle | AgnosticOracles:
-    return ExactOracle(scenario, weights) if name == "exact" else AgnosticOracles(scenario)
+    if name == "exact":
+        return ExactOracle(scenario, weights)
+    return AgnosticOracles(scenario, scheduled=name == "engine-scheduled")
 
 
 __all__ = [

@@ -23,7 +23,7 @@ MODEL_ALIASES = {"float": "float32"}
 
 @dataclass(frozen=True)
 class CheckSetup:
-    """``model`` / ``contract``: None keeps each scenario's own; ``oracle``: "auto", "exact" or "model-agnostic"."""
+    """``model`` / ``contract``: None keeps each scenario's own; ``oracle``: "auto", "exact", "model-agnostic" or "engine-scheduled"."""
 
     model: str | None = None
     contract: str | None = None

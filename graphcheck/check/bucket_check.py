@@ -1,0 +1,107 @@
+"""The graph engine's bucket choice, judged against a declared padding policy.
+
+For an engine that declares ``EngineCapabilities.buckets`` (``graphcheck.buckets``)
+every step that replayed (or captured) a graph is checked three ways:
+
+* **padding**: graphcheck pads the step's real sizes with the policy itself and
+  compares with the sizes the engine replayed (``StepReport.padded_sizes``);
+* **host values**: the graph replayed was captured with certain host values
+  (sizes, flags baked into kernel arguments: ``CapturedGraph.host_values``); the
+  step needs its own (``StepReport.host_values``). A difference means the graph's
+  key misses a value the capture froze: the step replays a graph made for another
+  shape (the class of transformers PR #45323);
+* **bounded graphs**: graphs are captured lazily, one per key, so their number
+  must stay within what the policy can ask for (:meth:`BucketPolicy.max_graphs`).
+
+Engines without a declared policy keep graphcheck's own (the smallest capture
+size >= R on decode-only steps: ``lockstep.expected_bucket``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from graphcheck.buckets import BucketPolicy, PolicyError
+from graphcheck.check.diff import Divergence
+
+PAIR = "policy vs graph engine"
+
+
+def policy_values(
+    config_options: tuple[tuple[str, int], ...], limits: Mapping[str, int] | None, options: tuple[Any, ...] = ()
+) -> dict[str, int]:
+    """What a policy's named values resolve against: the scenario's engine options (an option it does
+    not set takes its first choice from ``options``, the engine's declared ``EngineOption``s), then the
+    engine's limits."""
+    values = dict(limits or {})
+    values.update({o.name: o.choices[0] for o in options})
+    values.update(dict(config_options))
+    return values
+
+
+def check_padding(policy: BucketPolicy, step: int, info: Any, values: Mapping[str, int]) -> list[Divergence]:
+    """Policy-padded real sizes vs the sizes the engine replayed, on a step that used a graph."""
+    path = getattr(info, "path", None)
+    real = dict(getattr(info, "real_sizes", None) or {})
+    padded = dict(getattr(info, "padded_sizes", None) or {})
+    try:
+        want = policy.padded(path, real, values)
+    except (KeyError, PolicyError) as exc:
+        detail = str(exc).strip("'\"")
+        return [
+            Divergence("shape", step, "bucket", PAIR, "a path and real sizes the policy knows", path, detail=detail)
+        ]
+    found = []
+    for dim, size in want.items():
+        if padded.get(dim) != size:
+            found.append(
+                Divergence(
+                    "shape",
+                    step,
+                    f"padded {dim}",
+                    PAIR,
+                    size,
+                    padded.get(dim),
+                    detail=f"path {path}: real {dim}={real[dim]} pads to {size} under the engine's declared policy",
+                )
+            )
+    return found
+
+
+def check_host_values(step: int, info: Any, graph: Any, label: str) -> list[Divergence]:
+    """The host values the replayed ``graph`` froze at capture vs those this step needs."""
+    frozen = getattr(graph, "host_values", None)
+    needed = getattr(info, "host_values", None)
+    if not frozen or not needed:
+        return []
+    found = []
+    for name in sorted(set(frozen) | set(needed)):
+        if frozen.get(name) != needed.get(name):
+            found.append(
+                Divergence(
+                    "shape",
+                    step,
+                    f"host value {name}",
+                    "graph capture vs replay",
+                    needed.get(name),
+                    frozen.get(name),
+                    detail=f"{label} was captured with {name}={frozen.get(name)!r}; this step needs "
+                    f"{needed.get(name)!r}: the graph's key misses a value its capture froze",
+                )
+            )
+    return found
+
+
+def check_graph_count(policy: BucketPolicy, step: int, graphs: int, values: Mapping[str, int]) -> list[Divergence]:
+    """The number of graphs captured so far vs the most the policy can ask for."""
+    try:
+        bound = policy.max_graphs(values)
+    except PolicyError:
+        return []
+    if bound is None or graphs <= bound:
+        return []
+    detail = f"{graphs} graphs captured; the padding policy has at most {bound} distinct shapes"
+    return [Divergence("memory", step, "captured graphs", PAIR, f"<= {bound}", graphs, detail=detail)]
+
+
+__all__ = ["check_graph_count", "check_host_values", "check_padding", "policy_values"]

@@ -1,0 +1,99 @@
+"""What ``--engine hf-cb`` supports and fuzzes: its options, its padding policy and its faults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphcheck.buckets import BucketPolicy, Pad, PathPolicy
+from graphcheck.capabilities import EngineCapabilities, EngineOption, Fault
+
+#: Options graphcheck draws (the first choice of each is the simplest, and the default).
+OPTIONS = (
+    EngineOption("page_size", (8, 4, 16), "tokens per KV-cache page"),
+    EngineOption(
+        "max_batch_tokens",
+        (64, 16, 8),
+        "the scheduler's token budget per batch; small budgets split prefills into chunks",
+    ),
+    EngineOption(
+        "cache_requests",
+        (0, 1, 2),
+        "KV cache size in full-length requests (0: room for every slot); 1 or 2 force cache pressure, "
+        "so requests wait for pages or are offloaded and re-prefilled",
+    ),
+    EngineOption("q_padding", (8, 4, 16), "query tokens are padded to a multiple of this (graph keys)"),
+    EngineOption("kv_padding", (16, 8, 32), "cache tokens read are padded to a multiple of this (graph keys)"),
+    EngineOption("sliding_window", (0, 8), "0: a Llama-style model; > 0: a Mistral config with that sliding window"),
+)
+DEFAULTS = {o.name: o.choices[0] for o in OPTIONS}
+
+#: The varlen path pads q and kv to their intervals (capped at the budget and the largest cache read)
+#: and each key length to a power of two of at least 1024, capped at the largest cache read.
+_KEY_LENGTH = Pad("pow2", floor=1024, cap="max_tokens_read", optional=True)
+POLICY = BucketPolicy(
+    (
+        PathPolicy(
+            "varlen",
+            (
+                ("q", Pad("interval", step="q_padding", cap="max_batch_tokens")),
+                ("kv", Pad("interval", step="kv_padding", cap="max_tokens_read")),
+                ("k:full_attention", _KEY_LENGTH),
+                ("k:sliding_attention", _KEY_LENGTH),
+            ),
+        ),
+        PathPolicy("decode", (("q", Pad("pow2", cap="max_requests_per_batch")), ("kv", Pad("zero")))),
+    )
+)
+
+FAULTS = (
+    Fault(
+        "cb-key-drops-kv",
+        12,
+        "the varlen graph key leaves out the cache read sizes (kv, key lengths) the capture froze",
+        "transformers PR #45323 (a graph key without a host value baked into the capture)",
+        "shape: host value kv, graph capture vs replay",
+        ("ContinuousBatchingIOs._get_graph_key", "io.max_length_k"),
+    ),
+    Fault(
+        "cb-stale-tail",
+        4,
+        "padding rows of the cache write indices keep the previous batch's indices instead of the trash index",
+        "stale padding rows of a static input",
+        "value: eager vs graph scores",
+        ("ContinuousBatchingIOs._reset_read_and_write_indices", "io.write_index_storage"),
+    ),
+    Fault(
+        "cb-rebind-bulk",
+        1,
+        "each batch resets the bulk input tensor by allocating a new one instead of zeroing it in place",
+        "a static input buffer reassigned after capture",
+        "address: io._bulk_input_tensor rebound",
+        ("ContinuousBatchingIOs._reset_static_tensors", "io._bulk_input_tensor"),
+    ),
+)
+
+CAPABILITIES = EngineCapabilities(
+    drafts=False,
+    naive=True,
+    models=("float32", "bfloat16"),
+    contracts=("hf-cb",),
+    layout="packed",
+    faults=FAULTS,
+    graph_api="torch.cuda",
+    options=OPTIONS,
+    schedule="engine",
+    buckets=POLICY,
+)
+
+
+def cb_options(config: Any) -> dict[str, int]:
+    """The engine's settings for ``config``: its options (defaults where unset), ``num_blocks`` derived."""
+    options = {name: config.option(name, default) for name, default in DEFAULTS.items()}
+    page = options["page_size"]
+    per_request = -(-config.max_model_len // page) + 2  # a full-length request, with a page to spare each side
+    held = options["cache_requests"] or config.max_num_seqs + 1
+    options["num_blocks"] = per_request * held
+    return options
+
+
+__all__ = ["CAPABILITIES", "DEFAULTS", "FAULTS", "OPTIONS", "POLICY", "cb_options"]

@@ -1,0 +1,490 @@
+"""The adapter: transformers' continuous batching, stepped one batch per ``step`` call.
+
+One engine is one ``ContinuousBatchingManager`` over a tiny random-weight
+model (:mod:`.model`), driven in-process without its background thread: a
+request is handed to ``add_request`` when the scenario submits it and to
+``cancel_request`` when it aborts, and every ``step`` runs the body of the
+manager's generation loop once (``prepare_next_batch``, the generation step,
+``update_batch``). The engine schedules for itself (token budget, chunked
+prefill, requests waiting for cache blocks), so every step reports its
+:class:`~graphcheck.schedule.Schedule`; it pads each batch to a graph key and
+captures a graph the first time a key comes up (lazily, mid-run), so every step
+reports the path, real and padded sizes, the host values its kernels were
+shaped by, and whether it captured.
+
+The graph engine is built with graphs on both paths (``use_cuda_graph``); the
+eager engine without, and therefore without padding. Graph tables come from the
+emulator on the CPU (``graph_api="torch.cuda"``: the harness runs the engine
+inside ``graphcheck.emulate.cuda_graphs()``) and from the capture observer on a
+GPU; static inputs are named by their attribute paths under ``io``, ``cache``,
+``model`` and ``probe``.
+
+``probe`` is the adapter's one addition to the engine's forward: the sampler's
+input scores are copied into a static buffer the adapter owns, inside whatever
+is captured, so that every replay leaves the scores of the step behind for the
+model report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from graphcheck.engines.hf_cb import faults as cb_faults
+from graphcheck.engines.hf_cb.capabilities import CAPABILITIES, cb_options
+from graphcheck.engines.hf_cb.model import build_model
+from graphcheck.engines.hf_cb.versions import Shim, installed
+from graphcheck.model_report import ModelStep
+from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.step_result import RequestStep, StepResult
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """How the last step ran (``graphcheck.adapter.StepReport`` and its optional fields)."""
+
+    step: int
+    bucket: tuple[int, ...] | None  # the graph key replayed (or captured), None when eager
+    used_graph: bool  # a graph that existed before this step was replayed
+    captured: bool  # a graph was captured in this step (its outputs came from the capture's warm-up run)
+    real_bsz: int
+    num_running: int
+    real_tokens: int
+    padded_tokens: int
+    has_prefill: bool
+    slots: tuple[tuple[str, int], ...]
+    path: str | None = None  # "varlen" or "decode"
+    real_sizes: Mapping[str, int] = field(default_factory=dict)
+    padded_sizes: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+    host_values: Mapping[str, int] = field(default_factory=dict)
+    schedule: Schedule | None = None
+
+
+@dataclass
+class KeyedGraph:
+    """One captured graph (its static-input table) and the host values its capture froze."""
+
+    graph: Any  # an OpGraph (emulator) or ObservedGraph (GPU)
+    host_values: Mapping[str, int]
+
+    @property
+    def static_inputs(self) -> Any:
+        return self.graph.static_inputs
+
+    def stale_inputs(self, current: Mapping[str, Any]) -> Any:
+        return self.graph.stale_inputs(current)
+
+    def dead_inputs(self) -> Any:
+        return self.graph.dead_inputs()
+
+
+@dataclass
+class KeyGraphs:
+    """The graph of one key (``graphcheck.adapter.CaptureBucket``): CB captures one graph per key."""
+
+    size: tuple[int, ...]
+    target: KeyedGraph
+    draft: None = None
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Packed layout: no slots; ``tokens`` bounds the padded tokens of a step."""
+
+    slots: int
+    tokens: int
+
+
+class Engine:
+    """``--engine hf-cb``: see the module docstring."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(self, config: Any, weights: Any, *, device: Any, use_graphs: bool, faults: Any) -> None:
+        if getattr(device, "framework", "torch") != "torch":
+            raise ValueError(f"hf-cb runs on torch backends (cpu, cuda), not {device.name}")
+        import torch
+        from transformers import ContinuousBatchingConfig, GenerationConfig
+
+        self.config = config
+        self.torch = torch
+        self.shim: Shim = installed()
+        self.device = device.device
+        self.use_graphs = use_graphs
+        self.options = cb_options(config)
+        self.model = build_model(config, self.device, sliding_window=self.options["sliding_window"])
+        self._emulated = use_graphs and not self.device.startswith("cuda")
+        generation = GenerationConfig(do_sample=False, max_new_tokens=config.max_model_len, eos_token_id=None)
+        cb_config = ContinuousBatchingConfig(
+            page_size=self.options["page_size"],
+            num_blocks=self.options["num_blocks"],
+            max_batch_tokens=self.options["max_batch_tokens"],
+            max_requests_per_batch=config.max_num_seqs,
+            use_cuda_graph=use_graphs,
+            q_padding_interval_size=self.options["q_padding"],
+            kv_padding_interval_size=self.options["kv_padding"],
+            allow_block_sharing=False,
+            use_async_batching=False,
+        )
+        with self._graph_context():
+            self.manager = self.model.init_continuous_batching(
+                generation_config=generation, continuous_batching_config=cb_config
+            )
+            # Resolved graphs are (varlen, decode); the library turns them off without a CUDA device
+            # or with an attention mask (sdpa): graphcheck asks for them regardless.
+            self.manager.continuous_batching_config.use_cuda_graph = (use_graphs, use_graphs)
+            self.processor = self.manager._create_batch_processor()
+        self.manager.batch_processor = self.processor
+        self.manager.current_batch = 0
+        self.io = self.processor.inputs_and_outputs
+        self.cache = self.processor.cache
+        self.runner_of = self.processor.model_runner
+        self.limits = {
+            "max_batch_tokens": int(self.cache.max_batch_tokens),
+            "max_tokens_read": self.shim.max_tokens_read(self.cache),
+            "max_requests_per_batch": int(self.manager.continuous_batching_config.max_requests_per_batch),
+        }
+        vocab = config.vocab_size
+        self.probe = torch.zeros(
+            (self.limits["max_requests_per_batch"], vocab), dtype=torch.float32, device=self.device
+        )
+        self._graphs: dict[tuple[int, ...], KeyGraphs] = {}
+        self._specs: dict[str, Any] = {}
+        self._states: dict[str, Any] = {}  # request id -> the engine's RequestState, once scheduled
+        self._info: StepInfo | None = None
+        self._report: dict[str, ModelStep] = {}
+        self._pad: tuple[int, int, int, int] | None = None  # (real q, real kv, padded q, padded kv)
+        self._captured_key: tuple[int, ...] | None = None
+        self._instrument()
+        cb_faults.apply(self, tuple(faults))
+
+    # ------------------------------------------------------------------ instrumentation
+    def _instrument(self) -> None:
+        """Observe padding, sampling and capture on this engine's own objects (nothing global)."""
+        runner, io = self.runner_of, self.io
+        pad = runner.maybe_pad_inputs
+        sample = runner._sample
+        capture = runner._capture_graph
+
+        def maybe_pad_inputs(num_q_tokens: int, max_kv_read: int, use_decode_fast_path: bool) -> tuple[int, int]:
+            q, kv = pad(num_q_tokens, max_kv_read, use_decode_fast_path)
+            self._pad = (num_q_tokens, max_kv_read, q, kv)
+            return q, kv
+
+        def probed_sample(scores: Any, output_ids: Any) -> None:
+            rows = scores.shape[1]
+            self.probe[:rows].copy_(scores[0])
+            sample(scores, output_ids)
+
+        def capture_graph(forward_fn: Any, stream: Any, *args: Any) -> None:
+            key = io._get_graph_key()
+            self._capture_values = self._host_values()
+            with self._naming():
+                capture(self._observed(forward_fn), stream, *args)
+            self._captured_key = key
+
+        runner.maybe_pad_inputs = maybe_pad_inputs
+        runner._sample = probed_sample
+        runner._capture_graph = capture_graph
+
+    def _observed(self, forward_fn: Any) -> Any:
+        """``forward_fn``, observed when it runs inside a real capture (the GPU's static-input table)."""
+        if self._emulated:
+            return forward_fn
+        from graphcheck.emulate import observe_capture
+
+        def forward(*args: Any) -> None:
+            if not self.torch.cuda.is_current_stream_capturing():
+                forward_fn(*args)
+                return
+            with observe_capture(self._names(), label="hf-cb graph") as seen:
+                forward_fn(*args)
+            self._observed_inputs = seen.inputs
+
+        return forward
+
+    @contextlib.contextmanager
+    def _naming(self) -> Iterator[None]:
+        """Under the emulator, name the static inputs of a capture by attribute path."""
+        if not self._emulated:
+            yield
+            return
+        from graphcheck.backends.graphs.cuda_emulation import patched
+        from graphcheck.emulate import module_paths
+
+        with patched(
+            hooks=self.shim.cpu_hooks(),
+            names=self._names(),
+            module_names=module_paths(self.model, "model"),
+            on_freed="keep",
+        ):
+            yield
+
+    def _graph_context(self) -> contextlib.AbstractContextManager[Any]:
+        """What the engine's graph calls run inside: the emulator's hooks for this version on a CPU."""
+        if not self._emulated:
+            return contextlib.nullcontext()
+        from graphcheck.backends.graphs.cuda_emulation import patched
+
+        return patched(hooks=self.shim.cpu_hooks(), on_freed="keep")
+
+    def _roots(self) -> dict[str, Any]:
+        return {"io": self.io, "cache": self.cache, "model": self.model, "probe": self.probe}
+
+    def _names(self) -> dict[int, str]:
+        """id(tensor) -> attribute path, for the static inputs of a capture."""
+        return {id(t): name for name, t in self.buffer_tensors().items()}
+
+    # ------------------------------------------------------------------ the protocol
+    def submit(self, spec: Any) -> None:
+        self._specs[spec.request_id] = spec
+        eos = list(spec.eos_token_ids) or -1
+        self.manager.add_request(
+            list(spec.prompt), request_id=spec.request_id, max_new_tokens=spec.max_dec_len, eos_token_id=eos
+        )
+
+    def abort(self, request_id: str) -> None:
+        if request_id in self._specs:
+            self.manager.cancel_request(request_id)
+
+    def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
+        self._pad, self._captured_key, self._report = None, None, {}
+        before = self._graph_objects()
+        with self._graph_context(), self.torch.no_grad():
+            if not self.processor.prepare_next_batch():
+                self._info = StepInfo(t, None, False, False, 0, 0, 0, 0, False, (), schedule=Schedule(()))
+                return StepResult(t, ())
+            schedule, produced = self._schedule()
+            self._real_lengths = self.shim.key_lengths(self.io)
+            self.manager._generation_step()
+            needs = self._host_values()
+            self.processor.update_batch()
+        key, captured = self._graph_used(before)
+        self._info = self._step_info(t, schedule, needs, key, captured)
+        self._report = self._model_report(schedule)
+        return StepResult(t, tuple(sorted(self._outcomes(schedule, produced), key=lambda r: r.request_id)))
+
+    def _schedule(self) -> tuple[Schedule, dict[str, int]]:
+        """Who the batch runs, read right after it was prepared (positions already moved on)."""
+        runs, produced = [], {}
+        for future in self.io.requests_in_batch:
+            state = future.state
+            rid = state.request_id
+            self._states[rid] = state
+            produced[rid] = len(state.generated_tokens)
+            first = int(state.position_offset) - int(future.query_length)
+            runs.append(ScheduledRun(rid, int(future.query_length), first, bool(future.has_new_token)))
+        return Schedule(tuple(runs)), produced
+
+    def _host_values(self) -> dict[str, int]:
+        """The host sizes the batch's kernels were shaped by once its inputs were made (padded): a
+        graph replayed for the batch must have been captured with the same."""
+        io = self.io
+        values = {"q": int(io.num_q_tokens), "kv": int(io.max_kv_read), "decode": int(bool(io.use_block_table))}
+        values.update({f"k:{name}": int(v) for name, v in self.shim.key_lengths(io).items()})
+        return values
+
+    def _graph_objects(self) -> dict[Any, int]:
+        return {key: id(g) for key, g in self._stored_graphs().items()}
+
+    def _stored_graphs(self) -> dict[Any, Any]:
+        buffer = self.io.graphs
+        storage = getattr(buffer, "_storage", None)
+        if storage is None:
+            storage = getattr(buffer, "graphs", {})
+        return dict(storage)
+
+    def _graph_used(self, before: Mapping[Any, int]) -> tuple[tuple[int, ...] | None, bool]:
+        """The key the step replayed or captured (None: it ran eagerly), and whether it captured."""
+        if not self.use_graphs:
+            return None, False
+        if self._captured_key is not None:
+            key = tuple(int(v) for v in self._captured_key)
+            self._keep_graph(key)
+            return key, True
+        forward_fn, use_graph = self.runner_of._get_forward_fn(use_block_table=self.io.use_block_table)
+        if not use_graph:
+            return None, False
+        return tuple(int(v) for v in self.io._get_graph_key()), False
+
+    def _keep_graph(self, key: tuple[int, ...]) -> None:
+        """Register the graph just captured under ``key``, with the host values its capture froze."""
+        stored = self._stored_graphs()
+        raw = stored.get(key) or stored.get(tuple(key))
+        if self._emulated:
+            table = raw.graph
+            table.name_inputs(self._names())
+        else:
+            from graphcheck.backends.graphs.capture_observer import ObservedGraph
+
+            table = ObservedGraph(raw, self._observed_inputs, outputs=None, label=f"hf-cb graph {key}")
+        self._graphs[key] = KeyGraphs(key, KeyedGraph(table, dict(self._capture_values)))
+
+    def _step_info(
+        self, t: int, schedule: Schedule, needs: dict[str, int], key: tuple[int, ...] | None, captured: bool
+    ) -> StepInfo:
+        runs = schedule.runs
+        real_q = schedule.query_tokens
+        path = "decode" if needs["decode"] else "varlen"
+        real = {"q": real_q, "kv": self._pad[1] if self._pad else 0}
+        real.update({f"k:{n}": int(v) for n, v in self._real_lengths.items()})
+        padded = {name: needs[name] for name in real}
+        used = key is not None and not captured
+        return StepInfo(
+            step=t,
+            bucket=key,
+            used_graph=used,
+            captured=captured,
+            real_bsz=len(runs),
+            num_running=len(runs),
+            real_tokens=real_q,
+            padded_tokens=needs["q"] if key is not None else real_q,
+            has_prefill=any(not r.produces or r.query_tokens > 1 for r in runs),
+            slots=tuple((r.request_id, i) for i, r in enumerate(runs)),
+            path=path,
+            real_sizes=real,
+            padded_sizes=padded,
+            limits=dict(self.limits),
+            host_values=needs,
+            schedule=schedule,
+        )
+
+    def _outcomes(self, schedule: Schedule, produced: Mapping[str, int]) -> Iterator[RequestStep]:
+        for run in schedule.runs:
+            state = self._states[run.request_id]
+            tokens = tuple(int(x) for x in state.generated_tokens[produced[run.request_id] :])
+            spec = self._specs.get(run.request_id)
+            yield RequestStep(
+                run.request_id,
+                tokens,
+                (),
+                spec.seed if spec is not None else 0,
+                len(state.generated_tokens),
+                run.first_position + run.query_tokens,
+                _finished(state),
+            )
+
+    def _model_report(self, schedule: Schedule) -> dict[str, ModelStep]:
+        producing = [r.request_id for r in schedule.runs if r.produces]
+        if not producing:
+            return {}
+        rows = self.probe[: len(producing)].detach().to("cpu", self.torch.float64).numpy()
+        return {rid: ModelStep(rid, rows[i : i + 1].copy()) for i, rid in enumerate(producing)}
+
+    @property
+    def last_step_info(self) -> StepInfo | None:
+        return self._info
+
+    @property
+    def graphs(self) -> Mapping[tuple[int, ...], KeyGraphs]:
+        return self._graphs
+
+    def buffer_tensors(self) -> dict[str, Any]:
+        """Every tensor under ``io``, ``cache``, ``model`` and ``probe`` by attribute path; a tensor that
+        is a view of an unnamed base also names the base, as ``PATH.<base>`` (graphs read bases)."""
+        from graphcheck.emulate import tensor_paths
+
+        tensors: dict[int, Any] = {}
+        found: dict[str, Any] = {}
+        for prefix, root in self._roots().items():
+            _collect(root, tensors)
+            for key, name in tensor_paths(root, prefix).items():
+                if key in tensors and name not in found:
+                    found[name] = tensors[key]
+        named = {id(t) for t in found.values()}
+        for name, t in list(found.items()):
+            base = t._base
+            if base is not None and id(base) not in named:
+                named.add(id(base))
+                found[f"{name}.<base>"] = base
+        return found
+
+    def memory_bytes(self) -> int:
+        if self.device.startswith("cuda"):
+            return int(self.torch.cuda.memory_allocated())
+        from graphcheck.backends.graphs.base import bytes_held_by
+
+        storages = {
+            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.buffer_tensors().values()
+        }
+        held = bytes_held_by([g.target.graph for g in self._graphs.values()], lambda t: t.untyped_storage().nbytes())
+        return sum(storages.values()) + held
+
+    @property
+    def runner(self) -> Runner | None:
+        if not self.use_graphs:
+            return None
+        return Runner("emulated torch.cuda" if self._emulated else "cuda")
+
+    @property
+    def sizes(self) -> Sizes:
+        return Sizes(self.limits["max_requests_per_batch"], self.limits["max_batch_tokens"])
+
+    def reset(self) -> None:
+        """Back to the state after construction, graphs kept (``graphcheck.adapter.Resettable``): the
+        batch processor's own reset (scheduler, offloading, static inputs, cache pages) and the
+        adapter's bookkeeping. The KV cache's contents stay, as in a server between requests."""
+        for queue in (self.manager.input_queue, self.manager.cancel_queue):
+            while not queue.empty():
+                queue.get_nowait()
+        with self._graph_context(), self.torch.no_grad():
+            self.processor.reset()
+            self.cache.free_all_requests(clear_ledgers=True)
+            self.probe.zero_()
+        self._specs.clear()
+        self._states.clear()
+        self._info, self._report = None, {}
+
+    def model_report(self) -> dict[str, ModelStep]:
+        return dict(self._report)
+
+    def recompute_scores(self, tokens: tuple[int, ...]) -> Any:
+        """The model's scores for the token after ``tokens``: one plain forward over the whole
+        sequence, no cache, no batching (the full-recompute path of the lockstep)."""
+        torch = self.torch
+        with torch.no_grad():
+            ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+            logits = self.model(input_ids=ids, use_cache=False).logits[0, -1]
+        return logits.float().to("cpu", torch.float64).numpy()
+
+
+def _finished(state: Any) -> bool:
+    return getattr(state.status, "name", str(state.status)) == "FINISHED"
+
+
+def _collect(root: Any, out: dict[int, Any], depth: int = 4) -> None:
+    """id -> tensor for every tensor reachable from ``root`` (as ``tensor_paths`` walks it)."""
+    seen: set[int] = set()
+
+    def walk(obj: Any, level: int) -> None:
+        if id(obj) in seen or level > depth:
+            return
+        seen.add(id(obj))
+        if hasattr(obj, "data_ptr") and hasattr(obj, "untyped_storage") and not isinstance(obj, type):
+            out[id(obj)] = obj
+            return
+        if hasattr(obj, "named_parameters") and hasattr(obj, "named_buffers"):
+            for _, t in list(obj.named_parameters()) + list(obj.named_buffers()):
+                out[id(t)] = t
+        if isinstance(obj, dict):
+            values = list(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            values = list(obj)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            values = [v for k, v in vars(obj).items() if not k.startswith("__")]
+        else:
+            return
+        for value in values:
+            walk(value, level + 1)
+
+    walk(root, 0)
+
+
+__all__ = ["Engine", "KeyGraphs", "KeyedGraph", "StepInfo"]

@@ -1,0 +1,53 @@
+"""An engine's own schedule of one step: who ran, on how many query tokens, who produced a token.
+
+graphcheck's built-in engine follows graphcheck's scheduling model (FIFO
+admission into slots, a whole prompt in one prefill step). A real serving
+engine schedules for itself: a token budget per step, prefill split into
+chunks, requests that wait for cache blocks. Such an engine declares
+``EngineCapabilities.schedule = "engine"`` and reports, every step, a
+:class:`Schedule` (``StepReport.schedule``); the engine-scheduled oracle
+(``graphcheck.reference.scheduled``) then takes who ran from it and checks it
+for conservation instead of predicting it: prefill chunks add up to the
+prompt, positions are contiguous, nothing runs before it arrives or after it
+was aborted or stopped, and a request produces exactly one token in a step
+where its chunk reaches the end of what it has to process.
+
+A leaf: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """One request's part of a step.
+
+    ``query_tokens``: tokens of the request the step fed to the model;
+    ``first_position``: the position of the first of them (the tokens of the
+    request already in its cache); ``produces``: whether the step sampled a
+    token for it (the chunk reached the end of its prompt, or it is decoding).
+    """
+
+    request_id: str
+    query_tokens: int
+    first_position: int
+    produces: bool
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Every request the step ran, in the engine's batch order."""
+
+    runs: tuple[ScheduledRun, ...]
+
+    def by_id(self) -> dict[str, ScheduledRun]:
+        return {r.request_id: r for r in self.runs}
+
+    @property
+    def query_tokens(self) -> int:
+        return sum(r.query_tokens for r in self.runs)
+
+
+__all__ = ["Schedule", "ScheduledRun"]

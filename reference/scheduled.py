@@ -1,0 +1,182 @@
+"""The engine-scheduled oracle: an engine that schedules for itself, checked for conservation.
+
+A real serving engine decides on its own who runs in a step and on how many
+tokens (token budgets, chunked prefill, requests waiting for cache blocks).
+graphcheck cannot predict that schedule, so this oracle takes it from the
+engine (``graphcheck.schedule.Schedule``) and checks what any correct
+schedule conserves, request by request:
+
+* it runs only between its arrival and its abort or stop, never after either;
+* its query tokens continue where the last chunk ended (``first_position``
+  equals the tokens it has processed) and never go past what it has: the
+  prompt, then each generated token once; an engine may also start a request
+  over from position 0 (preempted, its cache dropped, re-prefilled with the
+  prompt and every token generated so far);
+* it produces a token exactly in the steps whose chunk reaches the end of
+  what it has (the prefill chunks add up to the prompt before the first
+  token), and then exactly one.
+
+Each produced token is recomputed from the engine's own scores (its model
+report) under the contract, as the model-agnostic oracle does for the
+built-in schedule: greedy or sampled, eos per request, ``max_dec_len``. What
+the step must report follows: the token, ``step_idx``, ``seq_len`` (tokens in
+the request's cache after the step) and the stop flag; ``infer_seed`` stays
+the request's seed when the contract does not model seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from graphcheck.contract import Contract
+from graphcheck.model_report import ModelStep
+from graphcheck.reference.decoder import ScriptDecoder, _Request
+from graphcheck.reference.oracle import OracleStep, RuleBreak
+from graphcheck.scenario import EngineConfig
+from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.step_result import RequestStep, StepResult
+
+
+class EngineScheduledOracle(ScriptDecoder):
+    """submit / abort like any decoder; ``step(t, overrides, reports, engine_result, schedule)`` -> OracleStep."""
+
+    def __init__(self, config: EngineConfig, contract: Contract | None = None):
+        super().__init__(config, contract)
+        self._processed: dict[str, int] = {}  # request id -> tokens fed to the model so far
+        self._left: dict[str, str] = {}  # request id -> "aborted" / "stopped"
+        self._emitted: dict[str, int] = {}
+
+    def abort(self, request_id: str) -> None:
+        if request_id in self._all and request_id not in self._left:
+            self._left[request_id] = "aborted"
+        super().abort(request_id)
+
+    def step(
+        self,
+        t: int,
+        overrides: Mapping[str, int],
+        reports: Mapping[str, ModelStep],
+        engine: StepResult,
+        schedule: Schedule | None = None,
+    ) -> OracleStep:
+        breaks: list[RuleBreak] = []
+        if schedule is None:
+            breaks.append(RuleBreak("shape", "", "schedule", "a Schedule every step", None, _NO_SCHEDULE))
+            return OracleStep(StepResult(t, ()), tuple(sorted(engine.by_id())), tuple(breaks))
+        observed = engine.by_id()
+        outcomes: list[RequestStep] = []
+        for run in schedule.runs:
+            req = self._admissible(run, breaks)
+            if req is None:
+                continue
+            outcome = self._run(req, t, run, reports.get(run.request_id), observed.get(run.request_id), breaks)
+            if outcome is not None:
+                outcomes.append(outcome)
+        running = tuple(sorted(r.request_id for r in schedule.runs))
+        return OracleStep(StepResult(t, tuple(sorted(outcomes, key=lambda o: o.request_id))), running, tuple(breaks))
+
+    def adopt(self, outcome: RequestStep) -> None:
+        """Take the engine's outcome of the last step for a request whose check was ambiguous."""
+        req = self._all.get(outcome.request_id)
+        if req is None:
+            return
+        emitted = self._emitted.get(outcome.request_id, 0)
+        del req.tokens[len(req.tokens) - emitted :]
+        req.tokens.extend(outcome.accept_tokens)
+        self._emitted[outcome.request_id] = len(outcome.accept_tokens)
+        req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
+        if req.stopped:
+            self._left[outcome.request_id] = "stopped"
+        else:
+            self._left.pop(outcome.request_id, None)
+
+    # -- one request ----------------------------------------------------
+    def _admissible(self, run: ScheduledRun, breaks: list[RuleBreak]) -> _Request | None:
+        """The request ``run`` is about, when it may run now; else None and a RuleBreak."""
+        rid = run.request_id
+        req = self._all.get(rid)
+        if req is None:
+            breaks.append(RuleBreak("value", rid, "schedule", "a submitted request", rid, "ran before it arrived"))
+            return None
+        left = self._left.get(rid)
+        if left is not None:
+            breaks.append(RuleBreak("value", rid, "schedule", f"not to run once {left}", "ran", f"ran after it {left}"))
+            return None
+        if req in self._queue:
+            self._queue.remove(req)
+        if req not in self._running:
+            self._running.append(req)
+        return req
+
+    def _run(
+        self,
+        req: _Request,
+        t: int,
+        run: ScheduledRun,
+        report: ModelStep | None,
+        seen: RequestStep | None,
+        breaks: list[RuleBreak],
+    ) -> RequestStep | None:
+        rid = run.request_id
+        done = self._processed.get(rid, 0)
+        have = len(req.tokens)  # prompt + generated: what the request can feed
+        if run.first_position == 0 and done > 0:  # preempted and re-prefilled from scratch (its cache dropped)
+            done = 0
+        if run.first_position != done:
+            breaks.append(RuleBreak("shape", rid, "schedule.first_position", done, run.first_position, _CONTIGUOUS))
+        if run.query_tokens < 1 or done + run.query_tokens > have:
+            breaks.append(
+                RuleBreak("shape", rid, "schedule.query_tokens", f"1..{have - done}", run.query_tokens, _WITHIN)
+            )
+            return None
+        self._processed[rid] = done + run.query_tokens
+        must_produce = done + run.query_tokens == have
+        if run.produces != must_produce:
+            breaks.append(RuleBreak("value", rid, "schedule.produces", must_produce, run.produces, _PRODUCES))
+        self._emitted[rid] = 0
+        if not must_produce:
+            return self._outcome_of(req, (), req.step_idx, req.stopped, False)
+        rows = self._rows(req, report, breaks)
+        if rows is None or seen is None:
+            return None
+        res = self._decide(req, t, None, rows, follow=seen.accept_tokens)
+        req.tokens.extend(res.tokens)
+        req.step_idx, req.stopped = res.step_idx, res.stopped
+        self._emitted[rid] = len(res.tokens)
+        if req.stopped:
+            self._left[rid] = "stopped"
+            self._running.remove(req)
+        return self._outcome_of(req, res.tokens, res.step_idx, res.stopped, res.ambiguous)
+
+    def _outcome_of(
+        self, req: _Request, tokens: tuple[int, ...], step_idx: int, stopped: bool, ambiguous: bool
+    ) -> RequestStep:
+        rid = req.spec.request_id
+        return RequestStep(rid, tuple(tokens), (), req.infer_seed, step_idx, self._processed[rid], stopped, ambiguous)
+
+    def _rows(self, req: _Request, report: ModelStep | None, breaks: list[RuleBreak]) -> np.ndarray | None:
+        rid, vocab = req.spec.request_id, self.config.vocab_size
+        if report is None:
+            breaks.append(RuleBreak("shape", rid, "model scores", (1, vocab), None, "no model report for the token"))
+            return None
+        try:
+            rows = np.asarray(report.scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            rows = np.zeros((0, 0))
+        if rows.ndim != 2 or rows.shape[0] < 1 or rows.shape[1] != vocab:
+            breaks.append(RuleBreak("shape", rid, "model scores", (1, vocab), tuple(rows.shape), "the sampled row"))
+            return None
+        if np.isnan(rows[:1]).any():
+            breaks.append(RuleBreak("value", rid, "model scores", "no NaN", "NaN", "the model produced NaN scores"))
+            return None
+        return rows[:1]
+
+
+_NO_SCHEDULE = "an engine that schedules for itself reports StepReport.schedule (graphcheck.schedule)"
+_CONTIGUOUS = "a chunk starts where the request's last chunk ended (its tokens already in the cache)"
+_WITHIN = "a chunk feeds at least one token and never past the prompt and the tokens generated so far"
+_PRODUCES = "a request samples a token exactly when its chunk reaches the end of what it has to process"
+
+__all__ = ["EngineScheduledOracle"]

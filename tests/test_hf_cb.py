@@ -1,0 +1,155 @@
+"""``--engine hf-cb``: transformers' continuous batching checked on the CPU (emulated CUDA graphs).
+
+A few representative scenarios run in the fast layer (chunked prefill, arrivals and an abort,
+cache pressure, a sliding-window model, each fault); the fuzzed runs are ``slow``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.check.checker import Checker  # noqa: E402
+from graphcheck.check.engines import resolve_engine  # noqa: E402
+from graphcheck.check.setup import CheckSetup  # noqa: E402
+from graphcheck.engines.hf_cb import versions  # noqa: E402
+from graphcheck.engines.hf_cb.capabilities import CAPABILITIES, cb_options  # noqa: E402
+from graphcheck.scenario import EngineConfig, RequestSpec, Scenario  # noqa: E402
+
+SPEC = "graphcheck.engines.hf_cb:Engine"
+
+
+@functools.cache
+def _checker() -> Checker:
+    return Checker(resolve("cpu"), resolve_engine(SPEC), CheckSetup())
+
+
+def _scenario(num_steps: int = 12, **options: int) -> Scenario:
+    """Three requests: a long prompt (chunked under a small budget), a late short one, one aborted."""
+    config = EngineConfig(max_num_seqs=4, engine_options=tuple(sorted(options.items())))
+    requests = (
+        RequestSpec("long", 0, tuple(range(1, 25)), 6, (63,)),
+        RequestSpec("late", 2, (5, 6, 7), 8, (62,)),
+        RequestSpec("gone", 1, (9,) * 12, 10, (61,), abort_step=min(5, num_steps)),
+    )
+    return Scenario(config, requests, num_steps=num_steps)
+
+
+def _run(scenario: Scenario, faults: tuple[str, ...] = ()):
+    return _checker().run(scenario, faults=faults)
+
+
+def test_the_engine_is_registered_with_what_it_supports():
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert f'hf-cb = "{SPEC}"' in pyproject
+    assert 'hf = ["transformers==' in pyproject
+    caps = resolve_engine(SPEC).capabilities
+    assert caps is CAPABILITIES
+    assert (caps.schedule, caps.layout, caps.graph_api, caps.drafts) == ("engine", "packed", "torch.cuda", False)
+    assert caps.fault_names == ("cb-key-drops-kv", "cb-rebind-bulk", "cb-stale-tail")
+    assert caps.contracts == ("hf-cb",)
+
+
+def test_one_shim_per_supported_version():
+    assert versions.shim_for("5.23.0").key_lengths_attr == "max_length_k"
+    assert versions.shim_for("5.17.0").key_lengths_attr == "max_seqlen_k"
+    assert versions.shim_for("5.17.0").cpu_hooks() == {}
+    assert set(versions.shim_for("5.23.1").cpu_hooks()) == {
+        f"transformers.generation.continuous_batching.model_runner:{name}"
+        for name in (
+            "create_accelerator_graph",
+            "accelerator_graph_capture_context",
+            "get_memory_pools",
+            "memory_pool_context",
+        )
+    }
+    with pytest.raises(versions.UnsupportedVersion, match="supports 5.17, 5.23"):
+        versions.shim_for("4.57.0")
+
+
+def test_the_cache_option_sizes_the_cache_in_full_length_requests():
+    roomy = cb_options(EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("page_size", 8),)))
+    tight = cb_options(EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("cache_requests", 1),)))
+    assert roomy["num_blocks"] == (64 // 8 + 2) * 5
+    assert tight["num_blocks"] == 64 // 8 + 2
+
+
+def test_chunked_prefill_arrivals_and_an_abort_run_clean_with_lazily_captured_graphs():
+    checker = _checker()
+    scenario = checker.prepare(_scenario(max_batch_tokens=16))
+    assert scenario.config.model == "float32" and scenario.config.contract == "hf-cb"
+    assert scenario.config.naive_mode
+    with checker.graph_api():
+        lockstep = checker.build(scenario)
+        outcome = lockstep.run()
+        infos = [r for r in outcome.records["graph"]]
+        graphs = dict(lockstep.graph.graphs)
+    assert [d for d in outcome.divergences if not d.ambiguous] == []
+    assert outcome.oracle == "engine-scheduled"
+    assert len(graphs) >= 2, "a graph per key, captured as keys come up"
+    assert any(r.used_graph for r in infos), "some steps replayed a graph captured at an earlier step"
+    named = {inp.name for g in graphs.values() for inp in g.target.static_inputs}
+    assert {"io._bulk_input_tensor", "io.write_index_storage", "probe", "model.lm_head.weight"} <= named
+
+
+def test_a_budget_below_the_prompt_splits_the_prefill_into_chunks():
+    checker = _checker()
+    with checker.graph_api():
+        lockstep = checker.build(checker.prepare(_scenario(num_steps=4, max_batch_tokens=8)))
+        chunks = []
+        for t in range(4):
+            assert lockstep.step(t)
+            runs = lockstep.graph.last_step_info.schedule.by_id()
+            if "long" in runs:
+                chunks.append((runs["long"].first_position, runs["long"].query_tokens, runs["long"].produces))
+        lockstep.release()
+    assert chunks[:3] == [(0, 8, False), (8, 8, False), (16, 8, True)]
+
+
+@pytest.mark.parametrize("options", [{"cache_requests": 1, "max_batch_tokens": 16}, {"sliding_window": 8}])
+def test_cache_pressure_and_a_sliding_window_run_clean(options):
+    outcome = _run(_scenario(num_steps=16, **options))
+    assert outcome.clean, outcome.first
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "tensor"),
+    [
+        ("cb-key-drops-kv", "shape", "host value kv"),
+        ("cb-stale-tail", "value", "model scores"),
+        ("cb-rebind-bulk", "address", "io._bulk_input_tensor"),
+    ],
+)
+def test_each_fault_is_caught_by_its_own_evidence(fault, kind, tensor):
+    outcome = _run(_scenario(max_batch_tokens=16), (fault,))
+    found = {(d.kind, d.tensor) for d in outcome.divergences if not d.ambiguous}
+    assert (kind, tensor) in found, sorted(found)
+    assert CAPABILITIES.fault(fault).bug_class in (1, 4, 12)
+
+
+def test_an_unknown_fault_is_refused_at_construction():
+    outcome = _run(_scenario(num_steps=4), ("cb-no-such-fault",))
+    assert outcome.first is not None and outcome.first.kind == "capture"
+    assert "cb-no-such-fault" in str(outcome.first.actual)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fuzzed_scenarios_run_clean(seed):
+    from hypothesis import HealthCheck, given, settings
+
+    from graphcheck.strategies import scenarios
+
+    @settings(max_examples=15, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(_checker().strategy(scenarios()))
+    def check(scenario):
+        outcome = _checker().run(scenario)
+        assert outcome.clean, outcome.first
+
+    check._hypothesis_internal_use_seed = seed
+    check()
