@@ -121,7 +121,7 @@ def test_cache_pressure_and_a_sliding_window_run_clean(options):
     ("fault", "kind", "tensor"),
     [
         ("cb-key-drops-kv", "shape", "host value kv"),
-        ("cb-stale-tail", "value", "model scores"),
+        ("cb-stale-tail", "state", "cache.cache_allocators.full_attention._kv_token_views.0[0]"),
         ("cb-rebind-bulk", "address", "io._bulk_input_tensor"),
     ],
 )
@@ -153,3 +153,25 @@ def test_fuzzed_scenarios_run_clean(seed):
 
     check._hypothesis_internal_use_seed = seed
     check()
+
+
+def _two_then_one() -> Scenario:
+    """Two one-token prompts, one aborted after a step: the survivor's decode replays a graph whose
+    padding rows held the aborted request's indices (the catalogue's shrunk cb-stale-tail scenario)."""
+    config = EngineConfig(max_num_seqs=2)
+    requests = (RequestSpec("r0", 0, (0,), 30, (0,)), RequestSpec("r1", 0, (0,), 30, (0,), abort_step=1))
+    return Scenario(config, requests, num_steps=15)
+
+
+@pytest.mark.parametrize(
+    ("fault", "module", "op"),
+    [
+        ("cb-rebind-bulk", "model.model.embed_tokens", "aten.embedding"),
+        ("cb-stale-tail", "self_attn", "aten.index_copy_"),
+    ],
+)
+def test_the_address_and_padding_faults_are_localised_to_a_module_and_its_op(fault, module, op):
+    outcome = _checker().run(_two_then_one(), faults=(fault,), localise=True)
+    kernel = outcome.localisation.kernel or ""
+    where, _, called = kernel.partition("/")
+    assert module in where and called.startswith(op), outcome.localisation

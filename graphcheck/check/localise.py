@@ -45,8 +45,10 @@ from graphcheck.check.trace import CallRecord, KernelTrace, bound_arguments, is_
 from graphcheck.driver import apply_events
 from graphcheck.scenario import Scenario
 
-#: Shape divergences that are graph policy or sizing, not a kernel.
-_POLICY_TENSORS = ("bucket", "padded_tokens", "buffer capacity (slots)")
+#: Shape divergences that are graph policy or sizing, not a kernel (a declared bucket policy's
+#: padded sizes, host values a graph froze, buffer capacity).
+_POLICY_TENSORS = ("bucket", "padded_tokens", "buffer capacity (slots)", "buffer capacity (tokens)")
+_POLICY_PREFIXES = ("padded ", "host value ")
 
 
 # --------------------------------------------------------------------------- entry points
@@ -290,7 +292,7 @@ def localise(
         return _policy(capacity[0])
     if first.kind in ("capture", "crash"):
         return _from_traceback(outcome, first)
-    if first.kind == "shape" and first.tensor in _POLICY_TENSORS:
+    if first.kind == "shape" and (first.tensor in _POLICY_TENSORS or first.tensor.startswith(_POLICY_PREFIXES)):
         return _policy(first)
     from graphcheck.backends.engine import Engine
 

@@ -195,6 +195,7 @@ class KernelTrace:
         self.engine: Any = None
         self._names: dict[int, str] = {}  # id(tensor) -> buffer name
         self._by_ptr: dict[int, str] = {}  # current data_ptr -> buffer name
+        self._by_view: dict[tuple[int, tuple[int, ...]], str] = {}  # (data_ptr, shape) -> buffer name
         self._captured: dict[int, tuple[str | None, bool]] = {}  # captured data_ptr -> (name, alive)
 
     # ------------------------------------------------------------------ control
@@ -205,7 +206,11 @@ class KernelTrace:
         for call in self.calls:  # construction calls: name their arguments now
             for arg in call.args:
                 if not arg.host and arg.buffer is None:
-                    arg.buffer = self._names.get(arg.tensor_id) or self._by_ptr.get(arg.data_ptr)
+                    arg.buffer = (
+                        self._names.get(arg.tensor_id)
+                        or self._by_view.get((arg.data_ptr, arg.shape))
+                        or self._by_ptr.get(arg.data_ptr)
+                    )
 
     def refresh_names(self) -> None:
         if self.engine is None:
@@ -213,6 +218,8 @@ class KernelTrace:
         current = dict(self.engine.buffer_tensors())
         self._names = {id(t): name for name, t in current.items()}
         self._by_ptr = {t.data_ptr(): name for name, t in current.items() if is_tensor(t)}
+        # Views that start at one address (a base and its first slice) are told apart by shape.
+        self._by_view = {(t.data_ptr(), tuple(t.shape)): name for name, t in current.items() if is_tensor(t)}
         self._captured = {}
         for _, _, graph in captured_graphs(self.engine):
             dead = {inp.tensor_id for inp in graph.dead_inputs()}
@@ -254,9 +261,10 @@ class KernelTrace:
 
     # ------------------------------------------------------------------ helpers
     def _snapshot(self) -> EngineState | None:
-        if self.engine is None:
-            return None
-        return self.engine.state_snapshot(during_step=True)
+        """The bound engine's state now; None before binding, or for an engine without state snapshots
+        (the trace then compares calls by their arguments alone)."""
+        snapshot = getattr(self.engine, "state_snapshot", None)
+        return snapshot(during_step=True) if callable(snapshot) else None
 
     def _arg_before(self, path: str, value: Any, graph: str | None) -> ArgRecord:
         if not is_tensor(value):
@@ -267,7 +275,7 @@ class KernelTrace:
             name = self._captured.get(ptr, (None, False))[0]
             arg.buffer, arg.status = name, "freed"
             return arg
-        arg.buffer = self._names.get(id(value)) or self._by_ptr.get(ptr)
+        arg.buffer = self._names.get(id(value)) or self._by_view.get((ptr, arg.shape)) or self._by_ptr.get(ptr)
         if arg.buffer is None and ptr in self._captured:
             name, alive = self._captured[ptr]
             arg.buffer = name

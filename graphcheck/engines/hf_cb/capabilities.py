@@ -52,15 +52,15 @@ FAULTS = (
         "the varlen graph key leaves out the cache read sizes (kv, key lengths) the capture froze",
         "transformers PR #45323 (a graph key without a host value baked into the capture)",
         "shape: host value kv, graph capture vs replay",
-        ("ContinuousBatchingIOs._get_graph_key", "io.max_length_k"),
+        ("host value kv", "ContinuousBatchingIOs._get_graph_key"),
     ),
     Fault(
         "cb-stale-tail",
         4,
         "padding rows of the cache write indices keep the previous batch's indices instead of the trash index",
         "stale padding rows of a static input",
-        "value: eager vs graph scores",
-        ("ContinuousBatchingIOs._reset_read_and_write_indices", "io.write_index_storage"),
+        "state: the cache rows of a running request, eager vs graph",
+        ("io.write_index_storage", "model.model.layers.0.self_attn", "model.model.layers.1.self_attn"),
     ),
     Fault(
         "cb-rebind-bulk",
@@ -68,7 +68,7 @@ FAULTS = (
         "each batch resets the bulk input tensor by allocating a new one instead of zeroing it in place",
         "a static input buffer reassigned after capture",
         "address: io._bulk_input_tensor rebound",
-        ("ContinuousBatchingIOs._reset_static_tensors", "io._bulk_input_tensor"),
+        ("io._bulk_input_tensor", "model.model.embed_tokens"),
     ),
 )
 

@@ -28,6 +28,8 @@ model report.
 from __future__ import annotations
 
 import contextlib
+import copy
+import gc
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -37,6 +39,7 @@ from graphcheck.engines.hf_cb.model import build_model
 from graphcheck.engines.hf_cb.versions import Shim, installed
 from graphcheck.model_report import ModelStep
 from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.state import CACHE, BufferState, EngineState
 from graphcheck.step_result import RequestStep, StepResult
 
 
@@ -64,10 +67,16 @@ class StepInfo:
 
 @dataclass
 class KeyedGraph:
-    """One captured graph (its static-input table) and the host values its capture froze."""
+    """One captured graph (its static-input table) and the host values its capture froze; anything
+    else (``kernel_calls``, ``label``, ``records``) is the wrapped graph's."""
 
     graph: Any  # an OpGraph (emulator) or ObservedGraph (GPU)
     host_values: Mapping[str, int]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "graph":
+            raise AttributeError(name)
+        return getattr(self.graph, name)
 
     @property
     def static_inputs(self) -> Any:
@@ -120,10 +129,13 @@ class Engine:
         self.use_graphs = use_graphs
         self.options = cb_options(config)
         self.model = build_model(config, self.device, sliding_window=self.options["sliding_window"])
+        # The full-recompute path runs a copy untouched by continuous batching (which switches the
+        # model's attention to its paged kernels).
+        self._plain = copy.deepcopy(self.model) if use_graphs else None
         self._emulated = use_graphs and not self.device.startswith("cuda")
         generation = GenerationConfig(do_sample=False, max_new_tokens=config.max_model_len, eos_token_id=None)
         cb_config = ContinuousBatchingConfig(
-            page_size=self.options["page_size"],
+            **{self.shim.page_size_arg: self.options["page_size"]},
             num_blocks=self.options["num_blocks"],
             max_batch_tokens=self.options["max_batch_tokens"],
             max_requests_per_batch=config.max_num_seqs,
@@ -164,6 +176,8 @@ class Engine:
         self._captured_key: tuple[int, ...] | None = None
         self._instrument()
         cb_faults.apply(self, tuple(faults))
+        if self.shim.cache_rows:  # graphcheck.adapter.StateSnapshots, where the version's cache layout is known
+            self.state_snapshot = self._state_snapshot
 
     # ------------------------------------------------------------------ instrumentation
     def _instrument(self) -> None:
@@ -186,7 +200,7 @@ class Engine:
         def capture_graph(forward_fn: Any, stream: Any, *args: Any) -> None:
             key = io._get_graph_key()
             self._capture_values = self._host_values()
-            with self._naming():
+            with self._naming(), _no_collection():
                 capture(self._observed(forward_fn), stream, *args)
             self._captured_key = key
 
@@ -394,8 +408,8 @@ class Engine:
         tensors: dict[int, Any] = {}
         found: dict[str, Any] = {}
         for prefix, root in self._roots().items():
-            _collect(root, tensors)
-            for key, name in tensor_paths(root, prefix).items():
+            _collect(root, tensors, _DEPTH)
+            for key, name in tensor_paths(root, prefix, depth=_DEPTH).items():
                 if key in tensors and name not in found:
                     found[name] = tensors[key]
         named = {id(t) for t in found.values()}
@@ -427,6 +441,33 @@ class Engine:
     def sizes(self) -> Sizes:
         return Sizes(self.limits["max_requests_per_batch"], self.limits["max_batch_tokens"])
 
+    def _state_snapshot(self, *, during_step: bool = False) -> EngineState:
+        """The KV-cache rows of every running request (full-attention layers): the physical token rows
+        its positions so far map to, in position order, owned by its place in the scheduler."""
+        import numpy as np
+
+        running = list(self.processor.scheduler.active_requests.values())
+        buffers = []
+        names = {id(t): name for name, t in self.buffer_tensors().items()}
+        for allocator in self.cache.cache_allocators.values():
+            views = getattr(allocator, "_kv_token_views", None)
+            if views is None or type(allocator).__name__ != "FullAttentionCacheAllocator":
+                continue
+            rows, owners = [], []
+            for owner, state in enumerate(running):
+                length = int(state.position_offset)
+                if length and state.request_id in allocator.block_table:
+                    found = allocator.get_read_indices(state.request_id, 0, length)
+                    rows += found
+                    owners += [owner] * len(found)
+            index = np.asarray(rows, dtype=np.int64)
+            for layer, pair in views.items():
+                for kv, view in zip("kv", pair):
+                    values = view[self.torch.as_tensor(index, device=view.device)].float().cpu().numpy()
+                    name = names.get(id(view), f"cache layer {layer} {kv}")
+                    buffers.append(BufferState(name, CACHE, index, values, np.asarray(owners, dtype=np.int64)))
+        return EngineState(tuple(buffers))
+
     def reset(self) -> None:
         """Back to the state after construction, graphs kept (``graphcheck.adapter.Resettable``): the
         batch processor's own reset (scheduler, offloading, static inputs, cache pages) and the
@@ -449,10 +490,29 @@ class Engine:
         """The model's scores for the token after ``tokens``: one plain forward over the whole
         sequence, no cache, no batching (the full-recompute path of the lockstep)."""
         torch = self.torch
+        model = self._plain if self._plain is not None else self.model
         with torch.no_grad():
             ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-            logits = self.model(input_ids=ids, use_cache=False).logits[0, -1]
+            logits = model(input_ids=ids, use_cache=False).logits[0, -1]
         return logits.float().to("cpu", torch.float64).numpy()
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No garbage collection while capturing: an earlier engine collected mid-capture resets its
+    graphs (``CudaGraphBuffer.__del__``), which a CUDA capture under way does not permit (the process
+    aborts in the caching allocator)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+#: How deep buffer names are looked for under each root (the cache's per-layer views sit at depth 5).
+_DEPTH = 6
 
 
 def _finished(state: Any) -> bool:

@@ -23,15 +23,20 @@ def _key_drops_kv(engine: Any) -> None:
 
 def _stale_tail(engine: Any) -> None:
     """Only a full reset puts the trash index into the index storages: the padding rows of a batch
-    keep the indices an earlier, longer batch wrote there."""
+    keep the indices an earlier, longer batch wrote there (the per-batch reset's index fill is lost)."""
     io = engine.io
-    reset = io._reset_read_and_write_indices
+    reset = io._reset_static_tensors
 
-    def reset_indices(q_len: int, kv_len: int) -> None:
-        if q_len >= io.write_index_storage.size(-1):
-            reset(q_len, kv_len)
+    def reset_static_tensors(full_reset: bool = False) -> None:
+        if full_reset:
+            reset(full_reset)
+            return
+        kept = (io.write_index_storage.clone(), io.read_index_storage.clone())
+        reset(full_reset)
+        io.write_index_storage.copy_(kept[0])
+        io.read_index_storage.copy_(kept[1])
 
-    io._reset_read_and_write_indices = reset_indices
+    io._reset_static_tensors = reset_static_tensors
 
 
 def _rebind_bulk(engine: Any) -> None:

@@ -10,7 +10,7 @@ tensors and graph buffer) is the same in both.
   are made through ``continuous_batching.utils``' accelerator helpers, which on a
   machine without CUDA say "no graph backend", so on the CPU they are redirected
   to ``torch.cuda`` (which graphcheck's emulator then stands in for).
-* **5.17** (preinstalled on the GPU machine): ``max_seqlen_k``;
+* **5.17** (preinstalled on the GPU machine): pages are ``block_size``; ``max_seqlen_k``;
   ``cache.num_pages``; the model runner calls ``torch.cuda.CUDAGraph`` /
   ``torch.cuda.graph`` / ``MemPool`` itself, which the emulator patches already.
 """
@@ -34,6 +34,11 @@ class Shim:
     key_lengths_attr: str  # the IO attribute: layer type -> the key length the attention kernels read
     max_read_attr: str  # the cache attribute: the most cache tokens one batch may read
     cpu_hooks: Callable[[], dict[str, Any]]  # "module:attribute" -> replacement, for the emulator on a CPU
+    page_size_arg: str = "page_size"  # ContinuousBatchingConfig's name for the tokens of a cache page
+
+    #: Whether the cache's per-layer token views and per-request indices are read (5.23's layout):
+    #: state snapshots (and kernel-level localisation) need them.
+    cache_rows: bool = False
 
     def key_lengths(self, io: Any) -> dict[str, int]:
         return dict(getattr(io, self.key_lengths_attr))
@@ -68,8 +73,8 @@ def _accelerator_hooks() -> dict[str, Any]:
 
 
 SHIMS = {
-    "5.17": Shim("5.17", "max_seqlen_k", "num_pages", dict),
-    "5.23": Shim("5.23", "max_length_k", "max_tokens_read", _accelerator_hooks),
+    "5.17": Shim("5.17", "max_seqlen_k", "num_pages", dict, page_size_arg="block_size"),
+    "5.23": Shim("5.23", "max_length_k", "max_tokens_read", _accelerator_hooks, cache_rows=True),
 }
 
 
