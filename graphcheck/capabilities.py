@@ -239,6 +239,7 @@ OPTIONAL_MEMBERS = {
     "reset": "reset: engines pooled per configuration",
     "model_report": "model report: the model-agnostic oracle and the float tolerance",
     "memory_estimate": "memory estimate: scenarios too large for the machine are refused before they run",
+    "recompute_scores": "full recompute: every emitted token against the model run without batching",
 }
 
 

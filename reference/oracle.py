@@ -66,6 +66,19 @@ class OracleStep:
     breaks: tuple[RuleBreak, ...] = ()
 
 
+def adopt_outcome(requests: dict[str, _Request], emitted: dict[str, int], outcome: RequestStep) -> _Request | None:
+    """Replace the tokens a request emitted in the last step (``emitted``: request id -> how many)
+    with the engine's ``outcome``, and take its step_idx and stop; the request, or None if unknown."""
+    req = requests.get(outcome.request_id)
+    if req is None:
+        return None
+    del req.tokens[len(req.tokens) - emitted.get(outcome.request_id, 0) :]
+    req.tokens.extend(outcome.accept_tokens)
+    emitted[outcome.request_id] = len(outcome.accept_tokens)
+    req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
+    return req
+
+
 class ModelAgnosticOracle(ScriptDecoder):
     """submit / abort like any decoder; ``step(t, overrides, reports, engine_result)`` -> OracleStep."""
 
@@ -96,15 +109,9 @@ class ModelAgnosticOracle(ScriptDecoder):
 
     def adopt(self, outcome: RequestStep) -> None:
         """Take the engine's outcome of the last step for a request whose check was ambiguous."""
-        req = self._all.get(outcome.request_id)
-        if req is None:
-            return
-        emitted = self._emitted.get(outcome.request_id, 0)
-        del req.tokens[len(req.tokens) - emitted :]
-        req.tokens.extend(outcome.accept_tokens)
-        self._emitted[outcome.request_id] = len(outcome.accept_tokens)
-        req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
-        req.drafts = tuple(outcome.draft_tokens)
+        req = adopt_outcome(self._all, self._emitted, outcome)
+        if req is not None:
+            req.drafts = tuple(outcome.draft_tokens)
 
     # -- one request ----------------------------------------------------
     def _rows_needed(self, req: _Request) -> int:

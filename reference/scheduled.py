@@ -33,7 +33,7 @@ import numpy as np
 from graphcheck.contract import Contract
 from graphcheck.model_report import ModelStep
 from graphcheck.reference.decoder import ScriptDecoder, _Request
-from graphcheck.reference.oracle import OracleStep, RuleBreak
+from graphcheck.reference.oracle import OracleStep, RuleBreak, adopt_outcome
 from graphcheck.scenario import EngineConfig
 from graphcheck.schedule import Schedule, ScheduledRun
 from graphcheck.step_result import RequestStep, StepResult
@@ -79,14 +79,9 @@ class EngineScheduledOracle(ScriptDecoder):
 
     def adopt(self, outcome: RequestStep) -> None:
         """Take the engine's outcome of the last step for a request whose check was ambiguous."""
-        req = self._all.get(outcome.request_id)
+        req = adopt_outcome(self._all, self._emitted, outcome)
         if req is None:
             return
-        emitted = self._emitted.get(outcome.request_id, 0)
-        del req.tokens[len(req.tokens) - emitted :]
-        req.tokens.extend(outcome.accept_tokens)
-        self._emitted[outcome.request_id] = len(outcome.accept_tokens)
-        req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
         if req.stopped:
             self._left[outcome.request_id] = "stopped"
         else:

@@ -270,7 +270,6 @@ class Engine:
 
     def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
         self._pad, self._captured_key, self._report = None, None, {}
-        before = self._graph_objects()
         with self._graph_context(), self.torch.no_grad():
             if not self.processor.prepare_next_batch():
                 self._info = StepInfo(t, None, False, False, 0, 0, 0, 0, False, (), schedule=Schedule(()))
@@ -280,7 +279,7 @@ class Engine:
             self.manager._generation_step()
             needs = self._host_values()
             self.processor.update_batch()
-        key, captured = self._graph_used(before)
+        key, captured = self._graph_used()
         self._info = self._step_info(t, schedule, needs, key, captured)
         self._report = self._model_report(schedule)
         return StepResult(t, tuple(sorted(self._outcomes(schedule, produced), key=lambda r: r.request_id)))
@@ -305,9 +304,6 @@ class Engine:
         values.update({f"k:{name}": int(v) for name, v in self.shim.key_lengths(io).items()})
         return values
 
-    def _graph_objects(self) -> dict[Any, int]:
-        return {key: id(g) for key, g in self._stored_graphs().items()}
-
     def _stored_graphs(self) -> dict[Any, Any]:
         buffer = self.io.graphs
         storage = getattr(buffer, "_storage", None)
@@ -315,7 +311,7 @@ class Engine:
             storage = getattr(buffer, "graphs", {})
         return dict(storage)
 
-    def _graph_used(self, before: Mapping[Any, int]) -> tuple[tuple[int, ...] | None, bool]:
+    def _graph_used(self) -> tuple[tuple[int, ...] | None, bool]:
         """The key the step replayed or captured (None: it ran eagerly), and whether it captured."""
         if not self.use_graphs:
             return None, False
@@ -323,7 +319,7 @@ class Engine:
             key = tuple(int(v) for v in self._captured_key)
             self._keep_graph(key)
             return key, True
-        forward_fn, use_graph = self.runner_of._get_forward_fn(use_block_table=self.io.use_block_table)
+        _, use_graph = self.runner_of._get_forward_fn(use_block_table=self.io.use_block_table)
         if not use_graph:
             return None, False
         return tuple(int(v) for v in self.io._get_graph_key()), False
