@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 if TYPE_CHECKING:
     from graphcheck.backends.graphs.capture_observer import GraphInput
 
-__all__ = ["GraphInput", "cuda_graphs", "module_paths", "observe_capture", "tensor_paths"]
+__all__ = ["GraphInput", "cuda_graphs", "module_paths", "named_tensors", "observe_capture", "tensor_paths"]
 
 
 @contextmanager
@@ -111,21 +111,33 @@ def tensor_paths(root: Any, prefix: str = "", *, depth: int = 4) -> dict[int, st
 
     Walks ``nn.Module`` parameters and buffers by their names, then object
     attributes, lists, tuples and dicts up to ``depth`` levels; the first path
-    found for a tensor wins.
+    found for a tensor wins (:func:`named_tensors`, inverted).
     """
-    found: dict[int, str] = {}
+    return {id(t): path for path, t in named_tensors(root, prefix, depth=depth).items()}
+
+
+def named_tensors(root: Any, prefix: str = "", *, depth: int = 4) -> dict[str, Any]:
+    """``attribute path -> tensor`` for every tensor reachable from ``root``, each under the first
+    path found (the walk of :func:`tensor_paths`): an adapter's ``buffer_tensors()``."""
+    found: dict[str, Any] = {}
+    named: set[int] = set()
     seen: set[int] = set()
+
+    def add(path: str, t: Any) -> None:
+        if id(t) not in named:
+            named.add(id(t))
+            found[path] = t
 
     def walk(obj: Any, path: str, level: int) -> None:
         if id(obj) in seen or level > depth:
             return
         seen.add(id(obj))
         if _is_tensor(obj):
-            found.setdefault(id(obj), path)
+            add(path, obj)
             return
         if hasattr(obj, "named_parameters") and hasattr(obj, "named_buffers"):
             for name, t in list(obj.named_parameters()) + list(obj.named_buffers()):
-                found.setdefault(id(t), _join(path, name))
+                add(_join(path, name), t)
         if isinstance(obj, dict):
             items = [(str(k), v) for k, v in obj.items()]
         elif isinstance(obj, (list, tuple)):

@@ -67,8 +67,8 @@ class StepInfo:
 
 @dataclass
 class KeyedGraph:
-    """One captured graph (its static-input table) and the host values its capture froze; anything
-    else (``kernel_calls``, ``label``, ``records``) is the wrapped graph's."""
+    """One captured graph and the host values its capture froze; everything else (``static_inputs``,
+    ``stale_inputs()``, ``dead_inputs()``, ``kernel_calls``, ``label``) is the wrapped graph's."""
 
     graph: Any  # an OpGraph (emulator) or ObservedGraph (GPU)
     host_values: Mapping[str, int]
@@ -77,16 +77,6 @@ class KeyedGraph:
         if name == "graph":
             raise AttributeError(name)
         return getattr(self.graph, name)
-
-    @property
-    def static_inputs(self) -> Any:
-        return self.graph.static_inputs
-
-    def stale_inputs(self, current: Mapping[str, Any]) -> Any:
-        return self.graph.stale_inputs(current)
-
-    def dead_inputs(self) -> Any:
-        return self.graph.dead_inputs()
 
 
 @dataclass
@@ -174,6 +164,9 @@ class Engine:
         self._report: dict[str, ModelStep] = {}
         self._pad: tuple[int, int, int, int] | None = None  # (real q, real kv, padded q, padded kv)
         self._captured_key: tuple[int, ...] | None = None
+        self._capture_values: dict[str, int] = {}  # host values of the capture under way
+        self._observed_inputs: Any = ()  # the capture observer's table of that capture (GPU)
+        self._real_lengths: dict[str, int] = {}  # the batch's key lengths before padding
         self._instrument()
         cb_faults.apply(self, tuple(faults))
         if self.shim.cache_rows:  # graphcheck.adapter.StateSnapshots, where the version's cache layout is known
@@ -250,7 +243,12 @@ class Engine:
         return patched(hooks=self.shim.cpu_hooks(), on_freed="keep")
 
     def _roots(self) -> dict[str, Any]:
-        return {"io": self.io, "cache": self.cache, "model": self.model, "probe": self.probe}
+        return {
+            "cache": self.cache,
+            "io": self.io,
+            "model": self.model,
+            "probe": self.probe,
+        }  # cache first: io reaches it too
 
     def _names(self) -> dict[int, str]:
         """id(tensor) -> attribute path, for the static inputs of a capture."""
@@ -399,16 +397,15 @@ class Engine:
     def buffer_tensors(self) -> dict[str, Any]:
         """Every tensor under ``io``, ``cache``, ``model`` and ``probe`` by attribute path; a tensor that
         is a view of an unnamed base also names the base, as ``PATH.<base>`` (graphs read bases)."""
-        from graphcheck.emulate import tensor_paths
+        from graphcheck.emulate import named_tensors
 
-        tensors: dict[int, Any] = {}
         found: dict[str, Any] = {}
+        named: set[int] = set()
         for prefix, root in self._roots().items():
-            _collect(root, tensors, _DEPTH)
-            for key, name in tensor_paths(root, prefix, depth=_DEPTH).items():
-                if key in tensors and name not in found:
-                    found[name] = tensors[key]
-        named = {id(t) for t in found.values()}
+            for name, t in named_tensors(root, prefix, depth=_DEPTH).items():
+                if id(t) not in named:
+                    named.add(id(t))
+                    found[name] = t
         for name, t in list(found.items()):
             base = t._base
             if base is not None and id(base) not in named:
@@ -513,34 +510,6 @@ _DEPTH = 6
 
 def _finished(state: Any) -> bool:
     return getattr(state.status, "name", str(state.status)) == "FINISHED"
-
-
-def _collect(root: Any, out: dict[int, Any], depth: int = 4) -> None:
-    """id -> tensor for every tensor reachable from ``root`` (as ``tensor_paths`` walks it)."""
-    seen: set[int] = set()
-
-    def walk(obj: Any, level: int) -> None:
-        if id(obj) in seen or level > depth:
-            return
-        seen.add(id(obj))
-        if hasattr(obj, "data_ptr") and hasattr(obj, "untyped_storage") and not isinstance(obj, type):
-            out[id(obj)] = obj
-            return
-        if hasattr(obj, "named_parameters") and hasattr(obj, "named_buffers"):
-            for _, t in list(obj.named_parameters()) + list(obj.named_buffers()):
-                out[id(t)] = t
-        if isinstance(obj, dict):
-            values = list(obj.values())
-        elif isinstance(obj, (list, tuple)):
-            values = list(obj)
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-            values = [v for k, v in vars(obj).items() if not k.startswith("__")]
-        else:
-            return
-        for value in values:
-            walk(value, level + 1)
-
-    walk(root, 0)
 
 
 __all__ = ["Engine", "KeyGraphs", "KeyedGraph", "StepInfo"]
