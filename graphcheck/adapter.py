@@ -75,6 +75,16 @@ unaffected:
   is audited right away, the memory baseline starts again, and the number of graphs must stay
   within what the policy allows.
 
+* ``graph_sets``: how many independent sets of graphs the engine keeps (two for a
+  double-buffered engine, one per IO pair); the graph-count bound is per set.
+
+A pipelined engine (:class:`Pipelined`: async, double-buffered batching) schedules a batch
+before the previous batch's results are in. Each ``step`` then reports the batch launched
+``pipeline_depth`` calls earlier (its schedule, outcomes, sizes and graph), and its schedules
+say so (``Schedule.pipeline_depth``), so the oracle lets a request that stopped or was aborted
+run in the batches that were in flight by then. After the scenario's last step the lockstep
+calls ``drain`` once per batch still in flight, and checks those reports like any step.
+
 With ``capabilities.layout = "packed"`` the engine has no slots: ``SlotCapacity.slots`` is
 not checked, and ``sizes.tokens`` (when present) must hold every step's padded tokens. An
 engine that can run its model without batching (``FullRecompute.recompute_scores``) gets a
@@ -357,6 +367,19 @@ class FullRecompute(Protocol):
 
 
 @runtime_checkable
+class Pipelined(Protocol):
+    """Optional: an engine whose results come ``pipeline_depth`` calls after the batch was launched."""
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Calls between a batch's launch and its report (0: the step that launched it reports it)."""
+
+    def drain(self, t: int) -> StepResult:
+        """Report the oldest batch still in flight without launching another (called as step ``t``
+        after the scenario's last step, once per batch in flight); an empty result when none is."""
+
+
+@runtime_checkable
 class MemoryEstimates(Protocol):
     """Optional, on the factory (a static or class method, or an attribute of a factory object):
     the engines' memory, estimated before any of them is built (``graphcheck.check.memory_gate``)."""
@@ -425,6 +448,7 @@ __all__ = [
     "GraphInput",
     "MemoryEstimates",
     "ModelReports",
+    "Pipelined",
     "Resettable",
     "RunnerInfo",
     "SlotCapacity",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 from graphcheck.buckets import BucketPolicy
 from graphcheck.contract import CONTRACT_NAMES, GENERAL_CONTRACTS
@@ -54,7 +54,9 @@ class Fault:
     breaks and where; ``mirrors``: the shipped bug it reproduces; ``signal``: the
     first divergence graphcheck must report; ``breaks``: the kernels, functions and
     buffers it changes, which the localisation of its divergence should name
-    (``graphcheck catalog`` checks that).
+    (``graphcheck catalog`` checks that); ``options``: engine options the bug lives
+    under (``(name, value)``, e.g. an async mode): a search with it injected draws
+    only those values, since every other draw cannot show it.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Fault:
     mirrors: str = ""
     signal: str = ""
     breaks: tuple[str, ...] = ()
+    options: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,14 @@ class EngineCapabilities:
             if fault.name == name:
                 return fault
         raise KeyError(name)
+
+    def pinned_options(self, faults: Sequence[str]) -> dict[str, int]:
+        """The engine options injected ``faults`` live under (``Fault.options``); unknown names add none."""
+        pinned: dict[str, int] = {}
+        for fault in self.faults:
+            if fault.name in faults:
+                pinned.update(fault.options)
+        return pinned
 
     def has(self, requirement: str) -> bool:
         """Whether the engine has the capability ``requirement`` (a key of :data:`REQUIREMENTS`)."""

@@ -9,8 +9,9 @@ chunks, requests that wait for cache blocks. Such an engine declares
 (``graphcheck.reference.scheduled``) then takes who ran from it and checks it
 for conservation instead of predicting it: prefill chunks add up to the
 prompt, positions are contiguous, nothing runs before it arrives or after it
-was aborted or stopped, and a request produces exactly one token in a step
-where its chunk reaches the end of what it has to process.
+was aborted or stopped (but for the batches an async engine had in flight
+then: ``Schedule.pipeline_depth``), and a request produces exactly one token in
+a step where its chunk reaches the end of what it has to process.
 
 A leaf: standard library only.
 """
@@ -38,9 +39,18 @@ class ScheduledRun:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Every request the step ran, in the engine's batch order."""
+    """Every request the step ran, in the engine's batch order.
+
+    ``pipeline_depth``: how many batches before this one were still in flight
+    when the engine scheduled it (0: it knew every earlier result; 1: an async,
+    double-buffered engine that schedules batch N before batch N-1's tokens are
+    in). A request that stopped or was aborted may therefore still run in the
+    next ``pipeline_depth`` batches: a run after a stop produces nothing, a run
+    after an abort was launched before it and may still produce its token.
+    """
 
     runs: tuple[ScheduledRun, ...]
+    pipeline_depth: int = 0
 
     def by_id(self) -> dict[str, ScheduledRun]:
         return {r.request_id: r for r in self.runs}

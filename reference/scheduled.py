@@ -6,7 +6,11 @@ graphcheck cannot predict that schedule, so this oracle takes it from the
 engine (``graphcheck.schedule.Schedule``) and checks what any correct
 schedule conserves, request by request:
 
-* it runs only between its arrival and its abort or stop, never after either;
+* it runs only between its arrival and its abort or stop, never after either,
+  but for the batches an async engine had in flight by then
+  (``Schedule.pipeline_depth``): a run scheduled before the engine knew of a
+  stop produces nothing, and one launched before an abort is checked as any
+  run (the abort takes effect once those batches are reported);
 * its query tokens continue where the last chunk ended (``first_position``
   equals the tokens it has processed) and never go past what it has: the
   prompt, then each generated token once; an engine may also start a request
@@ -46,12 +50,25 @@ class EngineScheduledOracle(ScriptDecoder):
         super().__init__(config, contract)
         self._processed: dict[str, int] = {}  # request id -> tokens fed to the model so far
         self._left: dict[str, str] = {}  # request id -> "aborted" / "stopped"
+        self._left_at: dict[str, int] = {}  # request id -> the batch it stopped in
         self._emitted: dict[str, int] = {}
+        self._depth = 0  # the engine's pipeline depth, from its schedules
+        self._seen = 0  # batches seen (non-empty schedules)
+        self._aborting: dict[str, int] = {}  # request id -> batches until an abort takes effect
 
     def abort(self, request_id: str) -> None:
-        if request_id in self._all and request_id not in self._left:
-            self._left[request_id] = "aborted"
+        if request_id not in self._all or request_id in self._left:
+            super().abort(request_id)
+            return
+        if self._depth:  # batches launched before the abort are still to be reported
+            self._aborting[request_id] = self._depth
+            return
+        self._leave(request_id, "aborted")
         super().abort(request_id)
+
+    def _leave(self, request_id: str, why: str) -> None:
+        self._left[request_id] = why
+        self._left_at[request_id] = self._seen
 
     def step(
         self,
@@ -65,16 +82,24 @@ class EngineScheduledOracle(ScriptDecoder):
         if schedule is None:
             breaks.append(RuleBreak("shape", "", "schedule", "a Schedule every step", None, _NO_SCHEDULE))
             return OracleStep(StepResult(t, ()), tuple(sorted(engine.by_id())), tuple(breaks))
+        self._depth = schedule.pipeline_depth
+        if schedule.runs:  # a batch (an idle call of a pipelined engine reports none)
+            self._seen += 1
         observed = engine.by_id()
         outcomes: list[RequestStep] = []
+        ghosts = {r.request_id for r in schedule.runs if self._in_flight_after_stop(r.request_id)}
         for run in schedule.runs:
+            if run.request_id in ghosts:
+                continue  # scheduled before the engine knew it stopped: it produces nothing (the diff sees any token)
             req = self._admissible(run, breaks)
             if req is None:
                 continue
             outcome = self._run(req, t, run, reports.get(run.request_id), observed.get(run.request_id), breaks)
             if outcome is not None:
                 outcomes.append(outcome)
-        running = tuple(sorted(r.request_id for r in schedule.runs))
+        if schedule.runs:
+            self._take_effect()
+        running = tuple(sorted(r.request_id for r in schedule.runs if r.request_id not in ghosts))
         return OracleStep(StepResult(t, tuple(sorted(outcomes, key=lambda o: o.request_id))), running, tuple(breaks))
 
     def adopt(self, outcome: RequestStep) -> None:
@@ -83,7 +108,7 @@ class EngineScheduledOracle(ScriptDecoder):
         if req is None:
             return
         if req.stopped:
-            self._left[outcome.request_id] = "stopped"
+            self._leave(outcome.request_id, "stopped")
         else:
             self._left.pop(outcome.request_id, None)
 
@@ -141,9 +166,24 @@ class EngineScheduledOracle(ScriptDecoder):
         req.step_idx, req.stopped = res.step_idx, res.stopped
         self._emitted[rid] = len(res.tokens)
         if req.stopped:
-            self._left[rid] = "stopped"
+            self._leave(rid, "stopped")
             self._running.remove(req)
         return self._outcome_of(req, res.tokens, res.step_idx, res.stopped, res.ambiguous)
+
+    def _in_flight_after_stop(self, rid: str) -> bool:
+        """Whether ``rid`` stopped within the last ``pipeline_depth`` batches (a run of it now was
+        scheduled before the engine knew)."""
+        return self._left.get(rid) == "stopped" and self._seen - self._left_at[rid] <= self._depth
+
+    def _take_effect(self) -> None:
+        """Aborts whose in-flight batches have all been reported now take effect."""
+        for rid in list(self._aborting):
+            self._aborting[rid] -= 1
+            if self._aborting[rid] <= 0:
+                del self._aborting[rid]
+                if rid not in self._left:
+                    self._leave(rid, "aborted")
+                super().abort(rid)
 
     def _outcome_of(
         self, req: _Request, tokens: tuple[int, ...], step_idx: int, stopped: bool, ambiguous: bool

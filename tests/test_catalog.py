@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import time
@@ -286,6 +287,18 @@ def test_search_stops_at_its_budget_and_cycles_the_plan(tmp_path: Path) -> None:
     assert not result.detected and result.shrunk is None
     assert 0.6 <= result.seconds < 3.0
     assert result.suites == ("first", "second") and result.examples > 10
+
+
+def test_search_draws_through_the_checkers_strategy(tmp_path: Path) -> None:
+    """The catalog fuzzes an engine's own options as ``graphcheck run`` does (``Checker.strategy``)."""
+    marked = EngineConfig(max_num_seqs=3)
+
+    def draws(strategy: Any) -> Any:
+        return strategy.map(lambda sc: dataclasses.replace(sc, config=marked))
+
+    seen: list[EngineConfig] = []
+    result = _search(lambda s: (seen.append(s.config), _outcome(s, True))[1], tmp_path, draws=draws)
+    assert result.detected and seen and all(c == marked for c in seen)
 
 
 def test_search_keeps_the_best_when_the_shrink_budget_runs_out(tmp_path: Path) -> None:

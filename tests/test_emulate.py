@@ -302,6 +302,28 @@ def test_static_inputs_are_named_from_the_buffer_map_and_views_fold_into_their_b
     ]
 
 
+def test_a_named_view_read_first_still_names_the_input_by_its_named_base():
+    """The table records the base (its address, its shape); naming it by the view made the address
+    audit compare the base's address with the view's and report a rebind that never happened."""
+
+    class Engine:
+        def __init__(self):
+            self.bulk = torch.zeros(3, 8)
+            self.row = self.bulk[2]  # a named view at an offset, read before the base
+
+    engine = Engine()
+    names = emulate.tensor_paths(engine, "engine")
+    with emulate.cuda_graphs(names=names):
+        g, _ = _capture(lambda: engine.row * 2 + engine.bulk.sum())
+    (inp,) = g.graph.static_inputs
+    assert (inp.name, inp.data_ptr) == ("engine.bulk", engine.bulk.data_ptr())
+    assert g.graph.stale_inputs(emulate.named_tensors(engine, "engine")) == []
+    with emulate.observe_capture(names) as seen:
+        engine.row * 2
+    (row,) = seen.inputs
+    assert (row.name, row.data_ptr) == ("engine.bulk", engine.bulk.data_ptr())
+
+
 def test_op_sites_name_the_module_path_and_the_source_line():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     x = torch.ones(3, 4)

@@ -51,7 +51,7 @@ def test_the_engine_is_registered_with_what_it_supports():
     caps = resolve_engine(SPEC).capabilities
     assert caps is CAPABILITIES
     assert (caps.schedule, caps.layout, caps.graph_api, caps.drafts) == ("engine", "packed", "torch.cuda", False)
-    assert caps.fault_names == ("cb-key-drops-kv", "cb-rebind-bulk", "cb-stale-tail")
+    assert caps.fault_names == ("cb-carry-over-shift", "cb-key-drops-kv", "cb-rebind-bulk", "cb-stale-tail")
     assert caps.contracts == ("hf-cb",)
 
 
@@ -59,13 +59,17 @@ def test_one_shim_per_supported_version():
     assert versions.shim_for("5.23.0").key_lengths_attr == "max_length_k"
     assert versions.shim_for("5.17.0").key_lengths_attr == "max_seqlen_k"
     assert versions.shim_for("5.17.0").cpu_hooks() == {}
-    assert set(versions.shim_for("5.23.1").cpu_hooks()) == {
+    assert not versions.shim_for("5.17.0").async_on_cpu
+    newer = versions.shim_for("5.23.1")
+    assert newer.async_on_cpu
+    assert set(newer.cpu_hooks()) >= {
         f"transformers.generation.continuous_batching.model_runner:{name}"
         for name in (
             "create_accelerator_graph",
             "accelerator_graph_capture_context",
             "get_memory_pools",
             "memory_pool_context",
+            "stream_context",
         )
     }
     with pytest.raises(versions.UnsupportedVersion, match="supports 5.17, 5.23"):
@@ -130,6 +134,61 @@ def test_each_fault_is_caught_by_its_own_evidence(fault, kind, tensor):
     found = {(d.kind, d.tensor) for d in outcome.divergences if not d.ambiguous}
     assert (kind, tensor) in found, sorted(found)
     assert CAPABILITIES.fault(fault).bug_class in (1, 4, 12)
+
+
+def _tokens(outcome) -> dict[str, tuple[int, ...]]:
+    tokens: dict[str, tuple[int, ...]] = {}
+    for record in outcome.records["graph"]:
+        for r in record.result.requests:
+            tokens[r.request_id] = tokens.get(r.request_id, ()) + r.accept_tokens
+    return tokens
+
+
+def test_async_batching_reports_each_batch_a_call_late_and_drains_the_last():
+    synchronous = _run(_scenario(num_steps=8, max_batch_tokens=16))
+    pipelined = _run(_scenario(num_steps=8, max_batch_tokens=16, async_batching=1))
+    assert synchronous.clean and pipelined.clean, (synchronous.first, pipelined.first)
+    assert _tokens(pipelined) == _tokens(synchronous), "the same greedy tokens, one call later"
+    records = pipelined.records["graph"]
+    assert records[0].result.requests == (), "the first batch is still in flight after the first call"
+    assert [r.step for r in records][-1] == 8, "the batch in flight after the last step is drained and checked"
+    assert {b[0] for r in records if r.bucket is not None for b in [r.bucket]} == {0, 1}, "two IO pairs"
+    assert "late" in {r.request_id for r in records[-1].result.requests}
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "pair"),
+    [
+        ("cb-carry-over-shift", "value", "full recompute vs graph"),
+        ("cb-rebind-bulk", "address", "graph capture vs replay"),
+        ("cb-stale-tail", "state", "eager vs graph"),
+        ("cb-key-drops-kv", "state", "eager vs graph"),
+    ],
+)
+def test_each_fault_is_caught_with_async_batching(fault, kind, pair):
+    outcome = _run(_scenario(max_batch_tokens=16, async_batching=1), (fault,))
+    found = {(d.kind, d.pair) for d in outcome.divergences if not d.ambiguous}
+    assert (kind, pair) in found, sorted(found)
+
+
+def test_a_fault_that_lives_in_async_mode_keeps_the_search_there():
+    from hypothesis import HealthCheck, given, settings
+
+    from graphcheck.strategies import scenarios
+
+    assert CAPABILITIES.pinned_options(("cb-carry-over-shift", "cb-stale-tail")) == {"async_batching": 1}
+    checker = _checker().with_faults(("cb-carry-over-shift",))
+
+    @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(checker.strategy(scenarios()))
+    def drawn(scenario):
+        assert dict(scenario.config.engine_options)["async_batching"] == 1
+
+    drawn()
+
+
+def test_the_carry_over_fault_is_inert_without_async_batching():
+    assert _run(_scenario(max_batch_tokens=16), ("cb-carry-over-shift",)).clean
 
 
 def test_an_unknown_fault_is_refused_at_construction():

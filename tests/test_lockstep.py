@@ -121,6 +121,28 @@ def test_memory_growth_is_a_memory_divergence(cpu) -> None:
     assert outcome.first.kind == "memory"
 
 
+def test_the_memory_baseline_restarts_when_the_engine_holds_another_graph() -> None:
+    """A pipelined engine reports a lazy capture with its batch, a call after the graph appeared: the
+    replay reported in between already holds it, which is not growth of the graphs that existed."""
+    from types import SimpleNamespace
+
+    from graphcheck.check.records import StepRecord
+    from graphcheck.step_result import StepResult
+
+    lockstep = Lockstep.__new__(Lockstep)
+    lockstep._replays, lockstep._memory_baseline, lockstep._graph_count = 0, None, -1
+    graphs = {1: object()}
+    lockstep.graph = SimpleNamespace(graphs=graphs, last_step_info=SimpleNamespace(captured=False))
+
+    def replay(t: int, nbytes: int) -> list:
+        return lockstep._memory(StepRecord("graph", t, StepResult(t, ()), used_graph=True, memory_bytes=nbytes))
+
+    assert replay(0, 100) == [] and replay(1, 100) == []
+    graphs[2] = object()
+    assert replay(2, 200) == [] and replay(3, 200) == []
+    assert [d.kind for d in replay(4, 300)] == ["memory"]
+
+
 def test_causes_come_before_consequences_within_a_step() -> None:
     from graphcheck.check.diff import Divergence, failing
 

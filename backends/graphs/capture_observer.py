@@ -103,7 +103,7 @@ class CaptureObserver:
             file, line, function = user_frame(3)
             self._keep.append(root)
             row = self._rows[id(root)] = {
-                "name": self._names.get(id(t), self._names.get(id(root))),
+                "name": self._names.get(id(root), self._names.get(id(t))),  # the row is the root's
                 "root": root,
                 "written": False,
                 "first_op": OpSite(file=file, line=line, function=function).describe(str(func)),

@@ -351,7 +351,7 @@ _saved: list[tuple[Any, str, Any]] = []
 
 
 def _resolve_target(path: str) -> tuple[Any, str]:
-    """``"pkg.mod:attr"`` or ``"pkg.mod.attr"`` -> (module object, attribute name)."""
+    """``"pkg.mod:attr"``, ``"pkg.mod:Class.attr"`` or ``"pkg.mod.attr"`` -> (holder object, attribute name)."""
     if ":" in path:
         module_name, attr = path.split(":", 1)
     else:
@@ -359,9 +359,15 @@ def _resolve_target(path: str) -> tuple[Any, str]:
     if not module_name or not attr:
         raise CaptureError(f"hook {path!r} is not 'module:attribute'")
     try:
-        return importlib.import_module(module_name), attr
+        holder = importlib.import_module(module_name)
     except ImportError as exc:
         raise CaptureError(f"hook {path!r}: cannot import {module_name}: {exc}") from exc
+    *owners, attr = attr.split(".")
+    for owner in owners:
+        holder = getattr(holder, owner, None)
+        if holder is None:
+            raise CaptureError(f"hook {path!r}: {module_name} has no {owner}")
+    return holder, attr
 
 
 @contextmanager

@@ -330,7 +330,8 @@ class OpCapture:
         if id(root) in self._inputs:
             return
         self._inputs[id(root)] = root
-        self._input_names[id(root)] = self._names.get(id(t), self._names.get(id(root)))
+        # The root is what the table records (its address, its shape), so its own name comes first.
+        self._input_names[id(root)] = self._names.get(id(root), self._names.get(id(t)))
 
     def _save_generators(self, args: tuple, kwargs: dict) -> None:
         for value in list(args) + list(kwargs.values()):
@@ -523,12 +524,15 @@ class OpGraph(Graph):
 
     # ------------------------------------------------------------------ what it holds
     def name_inputs(self, names: Mapping[int, str]) -> None:
-        """Name the static inputs still unnamed from ``names`` (``id(tensor) -> name``, the engine's buffer map)."""
+        """Name the static inputs still unnamed from ``names`` (``id(tensor) -> name``, the engine's buffer map).
+
+        Only inputs whose tensor is still alive: a temporary the capture read is gone by now, and
+        its ``id`` may already belong to one of the engine's buffers."""
         self.static_inputs = tuple(
             inp
-            if inp.name is not None or inp.tensor_id not in names
+            if inp.name is not None or inp.tensor_id not in names or not self._input_alive(i)
             else dataclasses.replace(inp, name=names[inp.tensor_id])
-            for inp in self.static_inputs
+            for i, inp in enumerate(self.static_inputs)
         )
 
     @property

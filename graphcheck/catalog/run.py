@@ -241,6 +241,7 @@ def _search(
         seed=f"{cfg.seed}/{label}",
         pending_path=pending,
         slice_examples=slice_examples,
+        draws=checker.strategy,
     )
     pending.unlink(missing_ok=True)  # the search came back: nothing crashed
     if result.shrunk is not None:  # the shrunk scenario was prepared by the checker: it re-runs as it ran

@@ -11,7 +11,8 @@ every step that replayed (or captured) a graph is checked three ways:
   key misses a value the capture froze: the step replays a graph made for another
   shape (the class of transformers PR #45323);
 * **bounded graphs**: graphs are captured lazily, one per key, so their number
-  must stay within what the policy can ask for (:meth:`BucketPolicy.max_graphs`).
+  must stay within what the policy can ask for (:meth:`BucketPolicy.max_graphs`),
+  once per graph set the engine keeps (``StepReport.graph_sets``).
 
 Engines without a declared policy keep graphcheck's own (the smallest capture
 size >= R on decode-only steps: ``lockstep.expected_bucket``).
@@ -92,15 +93,22 @@ def check_host_values(step: int, info: Any, graph: Any, label: str) -> list[Dive
     return found
 
 
-def check_graph_count(policy: BucketPolicy, step: int, graphs: int, values: Mapping[str, int]) -> list[Divergence]:
-    """The number of graphs captured so far vs the most the policy can ask for."""
+def check_graph_count(
+    policy: BucketPolicy, step: int, graphs: int, values: Mapping[str, int], sets: int = 1
+) -> list[Divergence]:
+    """The number of graphs captured so far vs the most the policy can ask for, times the engine's
+    independent graph sets (``StepReport.graph_sets``: two for a double-buffered engine)."""
     try:
-        bound = policy.max_graphs(values)
+        shapes = policy.max_graphs(values)
     except PolicyError:
         return []
-    if bound is None or graphs <= bound:
+    if shapes is None:
         return []
-    detail = f"{graphs} graphs captured; the padding policy has at most {bound} distinct shapes"
+    bound = shapes * max(1, sets)
+    if graphs <= bound:
+        return []
+    per_set = f" in each of {sets} graph sets" if sets > 1 else ""
+    detail = f"{graphs} graphs captured; the padding policy has at most {shapes} distinct shapes{per_set}"
     return [Divergence("memory", step, "captured graphs", PAIR, f"<= {bound}", graphs, detail=detail)]
 
 

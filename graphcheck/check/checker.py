@@ -106,12 +106,17 @@ class Checker:
 
     def strategy(self, strategy: Any) -> Any:
         """A scenario strategy whose draws are prepared (:meth:`prepare`), each with a draw of the
-        engine's own options (``EngineCapabilities.options``) stamped on its config."""
-        options = self.engine.capabilities.options
+        engine's own options (``EngineCapabilities.options``) stamped on its config; an option an
+        injected fault lives under (``Fault.options``) keeps that fault's value."""
+        caps = self.engine.capabilities
+        options = caps.options
         if options:
             from hypothesis import strategies as st
 
-            drawn = st.tuples(*(st.sampled_from(o.choices) for o in options))
+            pinned = caps.pinned_options(self.faults)
+            drawn = st.tuples(
+                *(st.just(pinned[o.name]) if o.name in pinned else st.sampled_from(o.choices) for o in options)
+            )
             names = tuple(o.name for o in options)
             strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], names, pair[1]))
         return strategy.map(self.prepare)

@@ -192,6 +192,7 @@ class Lockstep:
         self._emulated = bool(getattr(backend, "emulated", False))
         self._backend = backend
         self._replays = 0
+        self._graph_count = -1  # graphs the graph engine held at the last memory check
         self._bindings: BindingsMemo = weakref.WeakKeyDictionary()  # bindings_of's memo
         where = "eager engine construction"
         try:
@@ -255,6 +256,8 @@ class Lockstep:
             for t in range(self.scenario.num_steps):
                 if not self.step(t):
                     break
+            else:
+                self._drain()
         self.outcome.elapsed_s = time.perf_counter() - started
         if self.outcome.device_error is None:
             self.release()
@@ -264,8 +267,17 @@ class Lockstep:
             self.timings.runs += 1
         return self.outcome
 
-    def step(self, t: int) -> bool:
-        """Run step ``t`` on all three; False once a failing divergence was found.
+    def _drain(self) -> None:
+        """A pipelined engine (``graphcheck.adapter.Pipelined``) still has batches in flight after the
+        last step: report them, one drain step per batch, checked like any step."""
+        depth = min(getattr(e, "pipeline_depth", 0) for _, e in self._engines())
+        for t in range(self.scenario.num_steps, self.scenario.num_steps + depth):
+            if not self.step(t, drain=True):
+                return
+
+    def step(self, t: int, *, drain: bool = False) -> bool:
+        """Run step ``t`` on all three; False once a failing divergence was found. ``drain``: a step
+        after the scenario's last, which launches nothing (the script has no events there).
 
         Before the step, every captured graph is audited for static inputs whose
         storage the engine has let go (each reported once). Replaying such a graph
@@ -284,8 +296,11 @@ class Lockstep:
         for source, decoder in (("eager", self.eager), ("graph", self.graph)):
             try:
                 with self._phase(source):
-                    apply_events(decoder, self.scenario, t)
-                    results[source] = decoder.step(t, overrides)
+                    if drain:
+                        results[source] = decoder.drain(t)
+                    else:
+                        apply_events(decoder, self.scenario, t)
+                        results[source] = decoder.step(t, overrides)
             except Exception as exc:
                 self._broken.add(source)
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
@@ -296,7 +311,8 @@ class Lockstep:
             with self._phase("reference"):
                 self._reports = self._model_reports()
                 for decoder in self.oracle.decoders():
-                    apply_events(decoder, self.scenario, t)
+                    if not drain:
+                        apply_events(decoder, self.scenario, t)
                 schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
         except Exception as exc:
@@ -504,7 +520,7 @@ class Lockstep:
         graphs = self.graph.graphs
         if rec.bucket in graphs:
             found += check_host_values(rec.step, info, graphs[rec.bucket].target, _graph_label("target", rec.bucket))
-        found += check_graph_count(policy, rec.step, len(graphs), values)
+        found += check_graph_count(policy, rec.step, len(graphs), values, getattr(info, "graph_sets", 1))
         return found
 
     def _capture_size_buckets(self, rec: StepRecord) -> list[Divergence]:
@@ -537,8 +553,11 @@ class Lockstep:
 
         An engine that captures lazily (``StepReport.captured``) grows by each new graph: a
         capture starts the count again, and replays of the graphs that exist must stay flat."""
-        if getattr(self.graph.last_step_info, "captured", False):
-            self._replays, self._memory_baseline = 0, None
+        graphs = len(self.graph.graphs)
+        if getattr(self.graph.last_step_info, "captured", False) or graphs != self._graph_count:
+            # A pipelined engine reports a capture with the batch it was for, a call after the
+            # graph came to exist: the count of graphs says when.
+            self._replays, self._memory_baseline, self._graph_count = 0, None, graphs
         if not rec.used_graph:
             return []
         self._replays += 1

@@ -152,8 +152,12 @@ def timed_search(
     seed: str,
     pending_path: Path,
     slice_examples: int = 25,
+    draws: Callable[[Any], Any] | None = None,
 ) -> SearchResult:
-    """Fuzz the suites of ``plan`` (objects with ``name`` and ``strategy()``) until a divergence or the budget."""
+    """Fuzz the suites of ``plan`` (objects with ``name`` and ``strategy()``) until a divergence or the budget.
+
+    ``draws`` wraps each suite's strategy (``graphcheck.check.checker.Checker.strategy``: the
+    engine's own options drawn with every scenario, as ``graphcheck run`` draws them)."""
     if not plan:
         raise ValueError("timed_search needs at least one suite")
     started = time.perf_counter()
@@ -176,7 +180,8 @@ def timed_search(
                 return not outcome.clean
 
             try:
-                tracker.cut = _run_slice(suite.strategy(), predicate, slice_examples, f"{seed}/{suite.name}/{round_no}")
+                strategy = draws(suite.strategy()) if draws is not None else suite.strategy()
+                tracker.cut = _run_slice(strategy, predicate, slice_examples, f"{seed}/{suite.name}/{round_no}")
             except DeviceLost:  # nothing more can run in this process: keep what the tracker holds
                 tracker.cut = True
                 return _result(tracker, started)

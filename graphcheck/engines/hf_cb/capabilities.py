@@ -24,6 +24,12 @@ OPTIONS = (
     EngineOption("q_padding", (8, 4, 16), "query tokens are padded to a multiple of this (graph keys)"),
     EngineOption("kv_padding", (16, 8, 32), "cache tokens read are padded to a multiple of this (graph keys)"),
     EngineOption("sliding_window", (0, 8), "0: a Llama-style model; > 0: a Mistral config with that sliding window"),
+    EngineOption(
+        "async_batching",
+        (0, 1),
+        "1: double-buffered async batching (two IO pairs; batch N is scheduled and launched before batch N-1's "
+        "tokens are in, and its graph carries them into its inputs; results come one call late)",
+    ),
 )
 DEFAULTS = {o.name: o.choices[0] for o in OPTIONS}
 
@@ -69,6 +75,16 @@ FAULTS = (
         "a static input buffer reassigned after capture",
         "address: io._bulk_input_tensor rebound",
         ("io._bulk_input_tensor", "model.model.embed_tokens"),
+    ),
+    Fault(
+        "cb-carry-over-shift",
+        10,
+        "async mode: after a request of batch N-1 leaves, the tokens carried into batch N are taken from the "
+        "wrong rows of N-1's output (counted over the requests that stay instead of N-1's rows)",
+        "a per-request value of the previous batch looked up by the wrong row (async carry-over)",
+        "value: a token's scores, full recompute vs graph (eager shares the bug)",
+        ("ContinuousBatchingAsyncIOs.infer_carry_over_ids", "io.io_pairs"),
+        options=(("async_batching", 1),),
     ),
 )
 

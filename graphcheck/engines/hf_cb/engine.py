@@ -27,6 +27,7 @@ model report.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import gc
@@ -36,7 +37,7 @@ from typing import Any, Iterator, Mapping
 from graphcheck.engines.hf_cb import faults as cb_faults
 from graphcheck.engines.hf_cb.capabilities import CAPABILITIES, cb_options
 from graphcheck.engines.hf_cb.model import build_model
-from graphcheck.engines.hf_cb.versions import Shim, installed
+from graphcheck.engines.hf_cb.versions import Shim, UnsupportedVersion, installed
 from graphcheck.model_report import ModelStep
 from graphcheck.schedule import Schedule, ScheduledRun
 from graphcheck.state import CACHE, BufferState, EngineState
@@ -63,6 +64,21 @@ class StepInfo:
     limits: Mapping[str, int] = field(default_factory=dict)
     host_values: Mapping[str, int] = field(default_factory=dict)
     schedule: Schedule | None = None
+    graph_sets: int = 1  # independent graph sets (two in async mode: one per IO pair)
+
+
+@dataclass
+class _Launch:
+    """A batch launched and not yet reported (async mode reports it one call later)."""
+
+    pair: int  # the IO pair it ran on (always 0 without async batching)
+    schedule: Schedule
+    states: tuple[Any, ...]  # the engine's RequestState of every run, in batch order
+    key: tuple[int, ...] | None
+    captured: bool
+    needs: dict[str, int]
+    real_lengths: dict[str, int]
+    pad: tuple[int, int, int, int] | None
 
 
 @dataclass
@@ -123,6 +139,12 @@ class Engine:
         # model's attention to its paged kernels).
         self._plain = copy.deepcopy(self.model) if use_graphs else None
         self._emulated = use_graphs and not self.device.startswith("cuda")
+        self._on_cpu = not self.device.startswith("cuda")
+        self.pipelined = bool(self.options["async_batching"])
+        if self.pipelined and self._on_cpu and not self.shim.async_on_cpu:
+            raise UnsupportedVersion(
+                f"transformers {self.shim.version}: async batching runs on CUDA only (on the CPU: 5.23)"
+            )
         generation = GenerationConfig(do_sample=False, max_new_tokens=config.max_model_len, eos_token_id=None)
         cb_config = ContinuousBatchingConfig(
             **{self.shim.page_size_arg: self.options["page_size"]},
@@ -133,7 +155,7 @@ class Engine:
             q_padding_interval_size=self.options["q_padding"],
             kv_padding_interval_size=self.options["kv_padding"],
             allow_block_sharing=False,
-            use_async_batching=False,
+            use_async_batching=self.pipelined,
         )
         with self._graph_context():
             self.manager = self.model.init_continuous_batching(
@@ -154,19 +176,21 @@ class Engine:
             "max_requests_per_batch": int(self.manager.continuous_batching_config.max_requests_per_batch),
         }
         vocab = config.vocab_size
-        self.probe = torch.zeros(
-            (self.limits["max_requests_per_batch"], vocab), dtype=torch.float32, device=self.device
+        self.probe = torch.zeros(  # one per IO pair: each pair's graphs write their own
+            (2 if self.pipelined else 1, self.limits["max_requests_per_batch"], vocab),
+            dtype=torch.float32,
+            device=self.device,
         )
         self._graphs: dict[tuple[int, ...], KeyGraphs] = {}
         self._specs: dict[str, Any] = {}
         self._states: dict[str, Any] = {}  # request id -> the engine's RequestState, once scheduled
         self._info: StepInfo | None = None
         self._report: dict[str, ModelStep] = {}
+        self._in_flight: collections.deque[_Launch] = collections.deque()
         self._pad: tuple[int, int, int, int] | None = None  # (real q, real kv, padded q, padded kv)
         self._captured_key: tuple[int, ...] | None = None
         self._capture_values: dict[str, int] = {}  # host values of the capture under way
         self._observed_inputs: Any = ()  # the capture observer's table of that capture (GPU)
-        self._real_lengths: dict[str, int] = {}  # the batch's key lengths before padding
         self._instrument()
         cb_faults.apply(self, tuple(faults))
         if self.shim.cache_rows:  # graphcheck.adapter.StateSnapshots, where the version's cache layout is known
@@ -175,7 +199,7 @@ class Engine:
     # ------------------------------------------------------------------ instrumentation
     def _instrument(self) -> None:
         """Observe padding, sampling and capture on this engine's own objects (nothing global)."""
-        runner, io = self.runner_of, self.io
+        runner = self.runner_of
         pad = runner.maybe_pad_inputs
         sample = runner._sample
         capture = runner._capture_graph
@@ -187,12 +211,13 @@ class Engine:
 
         def probed_sample(scores: Any, output_ids: Any) -> None:
             rows = scores.shape[1]
-            self.probe[:rows].copy_(scores[0])
+            self.probe[self._pair()][:rows].copy_(scores[0])
             sample(scores, output_ids)
 
         def capture_graph(forward_fn: Any, stream: Any, *args: Any) -> None:
-            key = io._get_graph_key()
-            self._capture_values = self._host_values()
+            graph_io = self._graph_io(self._pair())
+            key = graph_io._get_graph_key()
+            self._capture_values = self._host_values(graph_io)
             with self._naming(), _no_collection():
                 capture(self._observed(forward_fn), stream, *args)
             self._captured_key = key
@@ -235,8 +260,9 @@ class Engine:
             yield
 
     def _graph_context(self) -> contextlib.AbstractContextManager[Any]:
-        """What the engine's graph calls run inside: the emulator's hooks for this version on a CPU."""
-        if not self._emulated:
+        """What the engine's graph (and stream) calls run inside: the emulator's hooks for this version on
+        a CPU, for the graph engine and for an eager engine with async batching (its streams and events)."""
+        if not (self._emulated or (self.pipelined and self._on_cpu)):
             return contextlib.nullcontext()
         from graphcheck.backends.graphs.cuda_emulation import patched
 
@@ -267,64 +293,141 @@ class Engine:
             self.manager.cancel_request(request_id)
 
     def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
-        self._pad, self._captured_key, self._report = None, None, {}
-        with self._graph_context(), self.torch.no_grad():
-            if not self.processor.prepare_next_batch():
-                self._info = StepInfo(t, None, False, False, 0, 0, 0, 0, False, (), schedule=Schedule(()))
-                return StepResult(t, ())
-            schedule, produced = self._schedule()
-            self._real_lengths = self.shim.key_lengths(self.io)
-            self.manager._generation_step()
-            needs = self._host_values()
-            self.processor.update_batch()
-        key, captured = self._graph_used()
-        self._info = self._step_info(t, schedule, needs, key, captured)
-        self._report = self._model_report(schedule)
-        return StepResult(t, tuple(sorted(self._outcomes(schedule, produced), key=lambda r: r.request_id)))
+        """Launch the next batch; report the oldest batch in flight once ``pipeline_depth`` are newer.
 
-    def _schedule(self) -> tuple[Schedule, dict[str, int]]:
+        Without async batching the batch launched is the one reported. With it, a
+        call launches batch N on one IO pair and then takes in batch N-1's results
+        (the engine's own order: its graph carries N-1's sampled tokens into N's
+        inputs), so everything a step reports is about the batch before.
+        """
+        self._report = {}
+        with self._graph_context(), self.torch.no_grad():
+            self._launch()
+            done = self._finish() if len(self._in_flight) > self.pipeline_depth else None
+        return self._reported(t, done)
+
+    def drain(self, t: int) -> StepResult:
+        """Report the batch still in flight without launching another (``graphcheck.adapter.Pipelined``):
+        the engine's own end-of-generation drain (switch back to that batch's IO pair, update it)."""
+        self._report = {}
+        done = None
+        if self._in_flight:
+            with self._graph_context(), self.torch.no_grad():
+                if self.pipelined:
+                    self.io.current_pair = 1 - self.io.current_pair
+                done = self._finish()
+        return self._reported(t, done)
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Calls between a batch's launch and its report: 1 with async batching, else 0."""
+        return 1 if self.pipelined else 0
+
+    def _launch(self) -> None:
+        """Prepare and launch the next batch, when the engine has one (lazily capturing its graph)."""
+        self._pad, self._captured_key = None, None
+        if not self.processor.prepare_next_batch():
+            return
+        pair = self._pair()
+        schedule, states = self._schedule(pair)
+        real_lengths = self.shim.key_lengths(self._prepared_io(pair))
+        self.manager._generation_step()
+        needs = self._host_values(self._graph_io(pair))
+        key, captured = self._graph_used(pair)
+        self._in_flight.append(_Launch(pair, schedule, states, key, captured, needs, real_lengths, self._pad))
+
+    def _finish(self) -> tuple[_Launch, list[RequestStep]]:
+        """Take in the oldest batch in flight: the engine's update, and what it produced per request.
+
+        A request the engine had already finished (or offloaded) when the results
+        came in produces nothing: async mode schedules a batch before it knows the
+        previous batch stopped anyone, and then skips those runs."""
+        done = self._in_flight.popleft()
+        before = {id(s): (len(s.generated_tokens), _status(s)) for s in done.states}
+        self.processor.update_batch()
+        outcomes = []
+        for run, state in zip(done.schedule.runs, done.states):
+            produced, status = before[id(state)]
+            if status in ("FINISHED", "PENDING"):
+                continue
+            outcomes.append(self._outcome(run, state, produced))
+        return done, outcomes
+
+    def _reported(self, t: int, done: tuple[_Launch, list[RequestStep]] | None) -> StepResult:
+        if done is None:
+            empty = Schedule((), self.pipeline_depth)
+            self._info = StepInfo(t, None, False, False, 0, 0, 0, 0, False, (), schedule=empty)
+            return StepResult(t, ())
+        launch, outcomes = done
+        self._info = self._step_info(t, launch)
+        self._report = self._model_report(launch)
+        return StepResult(t, tuple(sorted(outcomes, key=lambda r: r.request_id)))
+
+    def _pair(self) -> int:
+        """The IO pair the next batch is prepared and computed on (0 without async batching)."""
+        return int(self.io.current_pair) if self.pipelined else 0
+
+    def _prepared_io(self, pair: int) -> Any:
+        """The IO object a batch is prepared in (async: the host side of its pair)."""
+        return self.io.io_pairs[pair].host_io if self.pipelined else self.io
+
+    def _graph_io(self, pair: int) -> Any:
+        """The IO object a batch's graphs read and are keyed by (async: the device side of its pair)."""
+        return self.io.io_pairs[pair].device_io if self.pipelined else self.io
+
+    def graph_ios(self) -> tuple[Any, ...]:
+        """Every IO object that holds graphs and their static inputs."""
+        return tuple(p.device_io for p in self.io.io_pairs) if self.pipelined else (self.io,)
+
+    def prepared_ios(self) -> tuple[Any, ...]:
+        """Every IO object batches are prepared in (reset per batch)."""
+        return tuple(p.host_io for p in self.io.io_pairs) if self.pipelined else (self.io,)
+
+    def _schedule(self, pair: int) -> tuple[Schedule, tuple[Any, ...]]:
         """Who the batch runs, read right after it was prepared (positions already moved on)."""
-        runs, produced = [], {}
-        for future in self.io.requests_in_batch:
+        runs, states = [], []
+        for future in self._prepared_io(pair).requests_in_batch:
             state = future.state
             rid = state.request_id
             self._states[rid] = state
-            produced[rid] = len(state.generated_tokens)
+            states.append(state)
             first = int(state.position_offset) - int(future.query_length)
             runs.append(ScheduledRun(rid, int(future.query_length), first, bool(future.has_new_token)))
-        return Schedule(tuple(runs)), produced
+        return Schedule(tuple(runs), self.pipeline_depth), tuple(states)
 
-    def _host_values(self) -> dict[str, int]:
+    def _host_values(self, io: Any) -> dict[str, int]:
         """The host sizes the batch's kernels were shaped by once its inputs were made (padded): a
         graph replayed for the batch must have been captured with the same."""
-        io = self.io
         values = {"q": int(io.num_q_tokens), "kv": int(io.max_kv_read), "decode": int(bool(io.use_block_table))}
         values.update({f"k:{name}": int(v) for name, v in self.shim.key_lengths(io).items()})
         return values
 
-    def _stored_graphs(self) -> dict[Any, Any]:
-        buffer = self.io.graphs
+    def _stored_graphs(self, pair: int) -> dict[Any, Any]:
+        buffer = self._graph_io(pair).graphs
         storage = getattr(buffer, "_storage", None)
         if storage is None:
             storage = getattr(buffer, "graphs", {})
         return dict(storage)
 
-    def _graph_used(self) -> tuple[tuple[int, ...] | None, bool]:
-        """The key the step replayed or captured (None: it ran eagerly), and whether it captured."""
+    def _graph_used(self, pair: int) -> tuple[tuple[int, ...] | None, bool]:
+        """The key the batch replayed or captured (None: it ran eagerly), and whether it captured; in
+        async mode the pair leads the key (each pair has graphs of its own)."""
         if not self.use_graphs:
             return None, False
+        lead = (pair,) if self.pipelined else ()
         if self._captured_key is not None:
             key = tuple(int(v) for v in self._captured_key)
-            self._keep_graph(key)
-            return key, True
-        _, use_graph = self.runner_of._get_forward_fn(use_block_table=self.io.use_block_table)
+            self._keep_graph(pair, key, lead + key)
+            return lead + key, True
+        graph_io = self._graph_io(pair)
+        _, use_graph = self.runner_of._get_forward_fn(use_block_table=graph_io.use_block_table)
         if not use_graph:
             return None, False
-        return tuple(int(v) for v in self.io._get_graph_key()), False
+        return lead + tuple(int(v) for v in graph_io._get_graph_key()), False
 
-    def _keep_graph(self, key: tuple[int, ...]) -> None:
-        """Register the graph just captured under ``key``, with the host values its capture froze."""
-        stored = self._stored_graphs()
+    def _keep_graph(self, pair: int, key: tuple[int, ...], name: tuple[int, ...]) -> None:
+        """Register the graph just captured under ``key`` (as ``name``), with the host values its capture froze."""
+        stored = self._stored_graphs(pair)
         raw = stored.get(key) or stored.get(tuple(key))
         if self._emulated:
             table = raw.graph
@@ -332,24 +435,22 @@ class Engine:
         else:
             from graphcheck.backends.graphs.capture_observer import ObservedGraph
 
-            table = ObservedGraph(raw, self._observed_inputs, outputs=None, label=f"hf-cb graph {key}")
-        self._graphs[key] = KeyGraphs(key, KeyedGraph(table, dict(self._capture_values)))
+            table = ObservedGraph(raw, self._observed_inputs, outputs=None, label=f"hf-cb graph {name}")
+        self._graphs[name] = KeyGraphs(name, KeyedGraph(table, dict(self._capture_values)))
 
-    def _step_info(
-        self, t: int, schedule: Schedule, needs: dict[str, int], key: tuple[int, ...] | None, captured: bool
-    ) -> StepInfo:
-        runs = schedule.runs
-        real_q = schedule.query_tokens
+    def _step_info(self, t: int, launch: _Launch) -> StepInfo:
+        runs, needs, key = launch.schedule.runs, launch.needs, launch.key
+        real_q = launch.schedule.query_tokens
         path = "decode" if needs["decode"] else "varlen"
-        real = {"q": real_q, "kv": self._pad[1] if self._pad else 0}
-        real.update({f"k:{n}": int(v) for n, v in self._real_lengths.items()})
+        real = {"q": real_q, "kv": launch.pad[1] if launch.pad else 0}
+        real.update({f"k:{n}": int(v) for n, v in launch.real_lengths.items()})
         padded = {name: needs[name] for name in real}
-        used = key is not None and not captured
+        used = key is not None and not launch.captured
         return StepInfo(
             step=t,
             bucket=key,
             used_graph=used,
-            captured=captured,
+            captured=launch.captured,
             real_bsz=len(runs),
             num_running=len(runs),
             real_tokens=real_q,
@@ -361,29 +462,28 @@ class Engine:
             padded_sizes=padded,
             limits=dict(self.limits),
             host_values=needs,
-            schedule=schedule,
+            schedule=launch.schedule,
+            graph_sets=2 if self.pipelined else 1,
         )
 
-    def _outcomes(self, schedule: Schedule, produced: Mapping[str, int]) -> Iterator[RequestStep]:
-        for run in schedule.runs:
-            state = self._states[run.request_id]
-            tokens = tuple(int(x) for x in state.generated_tokens[produced[run.request_id] :])
-            spec = self._specs.get(run.request_id)
-            yield RequestStep(
-                run.request_id,
-                tokens,
-                (),
-                spec.seed if spec is not None else 0,
-                len(state.generated_tokens),
-                run.first_position + run.query_tokens,
-                _finished(state),
-            )
+    def _outcome(self, run: ScheduledRun, state: Any, produced: int) -> RequestStep:
+        tokens = tuple(int(x) for x in state.generated_tokens[produced:])
+        spec = self._specs.get(run.request_id)
+        return RequestStep(
+            run.request_id,
+            tokens,
+            (),
+            spec.seed if spec is not None else 0,
+            len(state.generated_tokens),
+            run.first_position + run.query_tokens,
+            _status(state) == "FINISHED",
+        )
 
-    def _model_report(self, schedule: Schedule) -> dict[str, ModelStep]:
-        producing = [r.request_id for r in schedule.runs if r.produces]
+    def _model_report(self, launch: _Launch) -> dict[str, ModelStep]:
+        producing = [r.request_id for r in launch.schedule.runs if r.produces]
         if not producing:
             return {}
-        rows = self.probe[: len(producing)].detach().to("cpu", self.torch.float64).numpy()
+        rows = self.probe[launch.pair, : len(producing)].detach().to("cpu", self.torch.float64).numpy()
         return {rid: ModelStep(rid, rows[i : i + 1].copy()) for i, rid in enumerate(producing)}
 
     @property
@@ -439,6 +539,8 @@ class Engine:
         its positions so far map to, in position order, owned by its place in the scheduler."""
         import numpy as np
 
+        if not self._on_cpu and self.pipelined:  # a batch is in flight on the compute stream
+            self.torch.cuda.synchronize()
         running = list(self.processor.scheduler.active_requests.values())
         buffers = []
         names = {id(t): name for name, t in self.buffer_tensors().items()}
@@ -474,6 +576,7 @@ class Engine:
             self.probe.zero_()
         self._specs.clear()
         self._states.clear()
+        self._in_flight.clear()
         self._info, self._report = None, {}
 
     def model_report(self) -> dict[str, ModelStep]:
@@ -508,8 +611,8 @@ def _no_collection() -> Iterator[None]:
 _DEPTH = 6
 
 
-def _finished(state: Any) -> bool:
-    return getattr(state.status, "name", str(state.status)) == "FINISHED"
+def _status(state: Any) -> str:
+    return getattr(state.status, "name", str(state.status))
 
 
 __all__ = ["Engine", "KeyGraphs", "KeyedGraph", "StepInfo"]

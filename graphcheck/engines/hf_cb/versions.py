@@ -17,13 +17,15 @@ tensors and graph buffer) is the same in both.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from graphcheck.errors import BackendUnavailableError
 
 SUPPORTED = ("5.17", "5.23")
-_RUNNER = "transformers.generation.continuous_batching.model_runner"
+_CB = "transformers.generation.continuous_batching"
+_RUNNER = f"{_CB}.model_runner"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,11 @@ class Shim:
     #: Whether the cache's per-layer token views and per-request indices are read (5.23's layout):
     #: state snapshots (and kernel-level localisation) need them.
     cache_rows: bool = False
+
+    #: Whether async batching runs on the CPU, its streams and events emulated (``cpu_hooks``): 5.23's
+    #: async IO checks a device type and takes generic events, which the hooks stand in for; 5.17's
+    #: asks torch.cuda itself, so there async batching runs on CUDA only.
+    async_on_cpu: bool = False
 
     def key_lengths(self, io: Any) -> dict[str, int]:
         return dict(getattr(io, self.key_lengths_attr))
@@ -69,12 +76,39 @@ def _accelerator_hooks() -> dict[str, Any]:
         f"{_RUNNER}:accelerator_graph_capture_context": capture_context,
         f"{_RUNNER}:get_memory_pools": memory_pools,
         f"{_RUNNER}:memory_pool_context": pool_context,
+        **_async_hooks(),
     }
+
+
+def _async_hooks() -> dict[str, Any]:
+    """5.23's async IO on the CPU: the CPU admitted as its device, its streams, stream scopes and events
+    the emulator's (bookkeeping only: CPU work is synchronous, so this runs the double-buffered logic
+    and the carry-over, not the races between streams)."""
+    from graphcheck.backends.graphs.cuda_emulation import module as emulated
+
+    def create_stream(device: Any = None) -> Any:
+        return emulated.Stream(device)
+
+    def scope(stream: Any) -> Any:
+        return contextlib.nullcontext() if stream is None else emulated.stream(stream)
+
+    def event(*args: Any, **kwargs: Any) -> Any:
+        return emulated.Event()
+
+    io = f"{_CB}.input_outputs"
+    hooks: dict[str, Any] = {
+        f"{io}:ContinuousBatchingAsyncIOs._supported_device_types": ("cuda", "xpu", "cpu"),
+        f"{io}:create_device_stream": create_stream,
+        "torch:Event": event,
+    }
+    for module in ("input_outputs", "model_runner", "continuous_api", "offloading_manager"):
+        hooks[f"{_CB}.{module}:stream_context"] = scope
+    return hooks
 
 
 SHIMS = {
     "5.17": Shim("5.17", "max_seqlen_k", "num_pages", dict, page_size_arg="block_size"),
-    "5.23": Shim("5.23", "max_length_k", "max_tokens_read", _accelerator_hooks, cache_rows=True),
+    "5.23": Shim("5.23", "max_length_k", "max_tokens_read", _accelerator_hooks, cache_rows=True, async_on_cpu=True),
 }
 
 
