@@ -36,6 +36,7 @@ from graphcheck.scenario import (
     VERIFY_STRATEGIES,
     EngineConfig,
     Scenario,
+    fit_to_contract,
     validate,
 )
 
@@ -214,7 +215,8 @@ class EngineCapabilities:
         return dataclasses.replace(config, **changes) if changes else config
 
     def fit(self, scenario: Scenario) -> Scenario:
-        """``scenario`` with its config fitted (:meth:`fit_config`); forced accepts go when drafts do.
+        """``scenario`` with its config fitted (:meth:`fit_config`); forced accepts go when drafts do, and
+        a contract fitted to may constrain the requests (``graphcheck.scenario.fit_to_contract``).
 
         The result is validated again (a fitted config can make a field invalid,
         e.g. an accept override in NAIVE mode).
@@ -223,7 +225,7 @@ class EngineCapabilities:
         if config is scenario.config:
             return scenario
         accepts = () if config.naive_mode else scenario.accepts
-        return validate(dataclasses.replace(scenario, config=config, accepts=accepts))
+        return validate(fit_to_contract(dataclasses.replace(scenario, config=config, accepts=accepts)))
 
     def describe(self) -> list[str]:
         """One line per capability, for ``graphcheck faults --engine`` and reports."""

@@ -41,6 +41,31 @@ SAMPLINGS = ("request", "greedy")
 #: ``max_len_token``: the token a request emits when it reaches ``max_dec_len`` without an eos:
 #: ``eos`` (FastDeploy's update kernel writes ``eos[0]`` in its place) or ``drawn`` (the token sampled).
 MAX_LEN_TOKENS = ("eos", "drawn")
+#: ``seed_advance_sum``: how an advancing ``infer_seed`` adds the increment, with ``row_seed``'s two
+#: arithmetics: ``modular`` (``(infer_seed + 4(k+1)) mod M``) or ``int64_wrap`` (the int64 sum wraps
+#: and C's remainder keeps its sign: within 4(k+1) of M the next seed is hugely negative).
+SEED_ADVANCE_SUMS = ROW_SEEDS
+#: ``window_second``: the second candidate the TOPP verify window compares a draft with.
+#: ``ranked``: the row's second-ranked token; ``stored``: as FastDeploy's ``top_p_candidates`` stores it,
+#: 0 past a row's cut, so a row with a single candidate has second candidate 0.
+WINDOW_SECONDS = ("ranked", "stored")
+#: ``accept_all_eos``: an eos draft under the accept_all policy: ``emit`` (emitted, the request stops)
+#: or ``replace`` (FastDeploy's dummy-run guard: the draft becomes token ``ACCEPT_ALL_EOS_STANDIN``).
+ACCEPT_ALL_EOS = ("emit", "replace")
+#: The token FastDeploy's accept_all guard emits in place of an eos draft.
+ACCEPT_ALL_EOS_STANDIN = 5
+#: ``naive_params``: where NAIVE sampling reads a request's top_p, top_k and seed: ``slot`` (its own
+#: slot) or ``packed_row`` (FastDeploy's sampler: slot r for packed output row r, which is another
+#: slot whenever a lower slot is free; a free slot holds the idle values top_p 1, top_k 0, seed 0).
+#: Temperature is always the request's own.
+NAIVE_PARAMS = ("slot", "packed_row")
+#: ``covering_eos``: the ``min_tokens`` ban of a request whose eos ids cover the whole vocabulary:
+#: ``unbanned`` (nothing is banned) or ``uniform`` (every token is banned alike, so the row's
+#: probabilities are uniform and the best token is 0).
+COVERING_EOS = ("unbanned", "uniform")
+#: ``eos_lengths``: ``any``: the requests of a scenario may have eos lists of different lengths;
+#: ``uniform``: all have one length (FastDeploy's eos buffer has one shape), which scenarios are fitted to.
+EOS_LENGTHS = ("any", "uniform")
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,12 @@ class Contract:
     verify_window: int = 0
     sampling: str = "request"
     max_len_token: str = "eos"
+    seed_advance_sum: str = "modular"
+    window_second: str = "ranked"
+    accept_all_eos: str = "emit"
+    naive_params: str = "slot"
+    covering_eos: str = "unbanned"
+    eos_lengths: str = "any"
 
     def advances_seed(self, verify_strategy: str, naive_mode: bool) -> bool:
         """Whether a running request's ``infer_seed`` moves on in a step of this configuration."""
@@ -92,6 +123,12 @@ class Contract:
             ("verify_window", str(self.verify_window)),
             ("sampling", self.sampling),
             ("max_len_token", self.max_len_token),
+            ("seed_advance_sum", self.seed_advance_sum),
+            ("window_second", self.window_second),
+            ("accept_all_eos", self.accept_all_eos),
+            ("naive_params", self.naive_params),
+            ("covering_eos", self.covering_eos),
+            ("eos_lengths", self.eos_lengths),
         )
 
 
@@ -104,8 +141,13 @@ FASTDEPLOY = Contract(
     eos_scope="batch",
     min_tokens=1,
     sampling_eps=1e-6,
+    seed_advance_sum="int64_wrap",
+    accept_all_eos="replace",
+    naive_params="packed_row",
+    covering_eos="uniform",
+    eos_lengths="uniform",
 )
-FASTDEPLOY_XPU = replace(FASTDEPLOY, name="fastdeploy-xpu", verify_window=2)
+FASTDEPLOY_XPU = replace(FASTDEPLOY, name="fastdeploy-xpu", verify_window=2, window_second="stored")
 #: Hugging Face transformers' continuous batching, decoding greedily: no seed stream, each request
 #: stops on its own eos list, float32 scores (``graphcheck.engines.hf_cb``).
 HF_CB = Contract("hf-cb", seed_advance="none", sampling="greedy", sampling_eps=1e-6, max_len_token="drawn")
@@ -126,19 +168,26 @@ def contract_named(name: str) -> Contract:
 
 
 __all__ = [
+    "ACCEPT_ALL_EOS",
+    "ACCEPT_ALL_EOS_STANDIN",
+    "COVERING_EOS",
     "CONTRACTS",
     "CONTRACT_NAMES",
     "Contract",
     "DEFAULT",
+    "EOS_LENGTHS",
     "EOS_SCOPES",
     "FASTDEPLOY",
     "FASTDEPLOY_XPU",
     "GENERAL_CONTRACTS",
     "HF_CB",
     "MAX_LEN_TOKENS",
+    "NAIVE_PARAMS",
     "SAMPLINGS",
     "ROW_SEEDS",
     "SEED_ADVANCES",
+    "SEED_ADVANCE_SUMS",
     "TOPP_DRAWS",
+    "WINDOW_SECONDS",
     "contract_named",
 ]

@@ -12,6 +12,7 @@ through one of these families (``graphcheck.cli.exitcodes`` gives each its exit 
                                  CaptureError (HostSyncInCapture, EscapedOpError),
                                  PoisonedTensorError, EngineNotRestorable
         DivergenceError          a check failed: ScenarioDiverged (also an AssertionError)
+        RunError                 graphcheck could not finish the run itself: ParallelRunError
 
 The concrete classes live beside the code that raises them; several keep a builtin
 base as well (ScenarioError is a ValueError, CaptureError a RuntimeError, ...), so
@@ -48,6 +49,11 @@ class DivergenceError(GraphcheckError):
     """A check found a failing divergence: the finding itself, raised for test frameworks (``ScenarioDiverged``)."""
 
 
+class RunError(GraphcheckError):
+    """graphcheck itself could not finish the run (parallel workers that failed before running a scenario):
+    never a finding about the engine, so never the exit code of a divergence."""
+
+
 __all__ = [
     "BackendUnavailableError",
     "DivergenceError",
@@ -55,4 +61,5 @@ __all__ = [
     "GraphcheckError",
     "InputError",
     "ResourceError",
+    "RunError",
 ]

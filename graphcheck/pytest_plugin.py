@@ -198,6 +198,7 @@ def pytest_configure(config: pytest.Config) -> None:
             resolve_engine(given)
         except InputError as exc:
             raise pytest.UsageError(str(exc).replace("--engine", "--graphcheck-engine", 1)) from None
+    _check_setup_and_limit(config)
     name = config.getoption("graphcheck_profile")
     if not name:
         return
@@ -212,6 +213,27 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
             f"{', '.join(TEST_PROFILE_EXAMPLES)}, others must be registered by your project first"
         ) from None
+
+
+_SETUP_OPTIONS = ("graphcheck_model", "graphcheck_contract", "graphcheck_oracle")
+
+
+def _check_setup_and_limit(config: pytest.Config) -> None:
+    """A bad ``--graphcheck-contract``, a model the oracle cannot check, or a malformed
+    ``$GRAPHCHECK_MAX_ENGINE_MEMORY`` is a usage error of the run (pytest's exit 4), found before any
+    test, never a failure of every test that uses a fixture (exit 1, which reads as a divergence)."""
+    from graphcheck.errors import InputError
+
+    try:
+        if any(config.getoption(o) is not None for o in _SETUP_OPTIONS):
+            from graphcheck.check.setup import CheckSetup
+
+            CheckSetup.parse(*(config.getoption(o) for o in _SETUP_OPTIONS))
+        from graphcheck.check.memory_gate import engine_memory_limit
+
+        engine_memory_limit()
+    except InputError as exc:
+        raise pytest.UsageError(f"graphcheck: {exc}") from None
 
 
 def backend_choice(config: pytest.Config) -> tuple[str, bool]:

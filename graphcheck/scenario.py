@@ -25,13 +25,16 @@ before a lockstep run builds anything. What a step reports is
 from __future__ import annotations
 
 import dataclasses
+import errno
 import itertools
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.contract import CONTRACT_NAMES, CONTRACTS
 from graphcheck.errors import InputError
 
 FORMAT_VERSION = 1
@@ -684,6 +687,26 @@ def validate(scenario: Scenario) -> Scenario:
     return Scenario.from_dict(data)
 
 
+def one_eos_length(requests: Sequence[RequestSpec]) -> tuple[RequestSpec, ...]:
+    """``requests`` with every eos list cut to the length of the shortest one (each keeps its first ids)."""
+    shortest = min((len(r.eos_token_ids) for r in requests), default=0)
+    return tuple(
+        r if len(r.eos_token_ids) == shortest else dataclasses.replace(r, eos_token_ids=r.eos_token_ids[:shortest])
+        for r in requests
+    )
+
+
+def fit_to_contract(scenario: Scenario) -> Scenario:
+    """``scenario`` within what its contract can run: under ``eos_lengths`` ``uniform`` (FastDeploy keeps
+    one eos buffer of one shape) every eos list cut to one length (``one_eos_length``); else itself."""
+    contract = CONTRACTS.get(scenario.config.contract)
+    if contract is None or contract.eos_lengths != "uniform":
+        return scenario
+    if len({len(r.eos_token_ids) for r in scenario.requests}) <= 1:
+        return scenario
+    return dataclasses.replace(scenario, requests=one_eos_length(scenario.requests))
+
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _SCALARS = frozenset((int, float, str, bool, type(None)))
 
@@ -705,12 +728,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: The largest file graphcheck reads back (a scenario, a report's divergences.json): far above any it
+#: writes, so that a file linked to /dev/zero or grown without bound is refused, not read.
+MAX_READ_BYTES = 64 * 2**20
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_READ_BYTES) -> str:
+    """The UTF-8 text of ``path`` when it is a regular file of at most ``limit`` bytes.
+
+    Anything else raises OSError before a byte is read: a FIFO (reading it would block forever), a
+    device (``/dev/zero`` never ends), a directory, a file above the limit. UnicodeDecodeError and
+    ValueError (a path with a NUL byte) propagate as ``open`` raises them.
+    """
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    if info.st_size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MiB")
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MiB")
+    return data.decode("utf-8")
+
+
 def load_scenario(path: str) -> Scenario:
     """Read and validate a scenario file; every failure is a ScenarioError."""
     shown = _clip(str(path), 200)
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular_file(path)
     except OSError as exc:
         raise ScenarioError("<file>", f"cannot read {shown}: {_clip(str(exc.strerror or exc))}") from None
     except UnicodeDecodeError:
@@ -728,6 +774,9 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "SEED_MODULUS",
+    "fit_to_contract",
     "load_scenario",
+    "one_eos_length",
+    "read_regular_file",
     "validate",
 ]

@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple, Sequence, TypeVar, Union, cast
 
 from hypothesis import strategies as st
 
-from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.contract import CONTRACT_NAMES, CONTRACTS
 from graphcheck.scenario import (
     MAX_CANDIDATE_LEN,
     MAX_EOS_IDS,
@@ -47,6 +47,7 @@ from graphcheck.scenario import (
     ReasoningChange,
     RequestSpec,
     Scenario,
+    one_eos_length,
     validate,
 )
 
@@ -116,11 +117,19 @@ def _memo_on(key: Callable[..., Any]) -> Callable[[F], F]:
     return decorate
 
 
-def _request_view(config: EngineConfig) -> tuple[int, int, int, bool]:
+def _request_view(config: EngineConfig) -> tuple[int, int, int, bool, bool]:
     """All that the request strategies read of a config: the room (max_model_len, k + 1), the
-    vocabulary and the seed increment (k, naive mode). A scenario draws a fresh config (its
-    model seed alone makes it new), so a key holding the whole config would rarely hit."""
-    return config.vocab_size, config.max_model_len, config.num_speculative_tokens, config.naive_mode
+    vocabulary, the seed increment (k, naive mode) and whether the contract wants one eos length.
+    A scenario draws a fresh config (its model seed alone makes it new), so a key holding the
+    whole config would rarely hit."""
+    view = config.vocab_size, config.max_model_len, config.num_speculative_tokens, config.naive_mode
+    return (*view, _one_eos_length(config))
+
+
+def _one_eos_length(config: EngineConfig) -> bool:
+    """Whether the config's contract has every eos list of a scenario of one length (``eos_lengths``)."""
+    contract = CONTRACTS.get(config.contract)
+    return contract is not None and contract.eos_lengths == "uniform"
 
 
 def _kw(kwargs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -600,7 +609,8 @@ def request_scripts(
     leaves holes (a low slot frees while a higher one runs) or shrinks the
     slot high-water mark R (a high slot frees first); later bursts grow it
     again, and padded rows then exist where a larger batch ran before.
-    ``request_kw`` goes to ``scripted_requests`` / ``request_specs``.
+    ``request_kw`` goes to ``scripted_requests`` / ``request_specs``. Under a contract whose
+    eos lists have one length (``eos_lengths`` ``uniform``) each is cut to the shortest's.
     """
     bursts = draw(burst_steps(num_steps, max_bursts=max_bursts))
     parts = draw(_script_parts(config, num_steps, bursts, min_requests, max_requests, **request_kw))
@@ -610,7 +620,8 @@ def request_scripts(
         rid = f"r{i}"
         requests.append(dataclasses.replace(part.requests[0], request_id=rid))
         accepts.extend(dataclasses.replace(acc, request_id=rid) for acc in part.accepts)
-    return Script(tuple(requests), _first_per_key(accepts))
+    specs = one_eos_length(requests) if _one_eos_length(config) else tuple(requests)
+    return Script(specs, _first_per_key(accepts))
 
 
 @st.composite

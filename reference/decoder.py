@@ -17,7 +17,7 @@ import numpy as np
 from graphcheck.contract import Contract, contract_named
 from graphcheck.driver import run_script
 from graphcheck.reference.model import Cache, draft_forward, draft_proposal, logits_of, target_forward
-from graphcheck.reference.rules import decide, next_seed, scored_rows
+from graphcheck.reference.rules import IDLE_PARAMS, SlotParams, decide, next_seed, scored_rows
 from graphcheck.reference.verify import VerifyInput, VerifyResult
 from graphcheck.reference.weights import Weights, make_weights
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
@@ -47,6 +47,7 @@ class _Request:
     drafts: tuple[int, ...] = ()
     draft_written: int = 0  # draft-cache positions 0..draft_written-1 hold committed entries
     stopped: bool = False
+    slot: int | None = None  # the lowest free slot at admission, as an engine assigns it (NAIVE packed rows)
 
 
 class ScriptDecoder:
@@ -63,6 +64,7 @@ class ScriptDecoder:
         self._queue: deque[_Request] = deque()
         self._running: list[_Request] = []
         self._batch_eos: tuple[int, ...] = ()  # eos_scope "batch": the list of the last request admitted
+        self._naive_reads: dict[str, SlotParams] = {}  # naive_params "packed_row": what each request reads
 
     # -- script events ------------------------------------------------
     def submit(self, spec: RequestSpec) -> None:
@@ -97,11 +99,29 @@ class ScriptDecoder:
 
     # -- shared step parts ----------------------------------------------
     def _admit(self) -> None:
-        """Admit FIFO while fewer than max_num_seqs run."""
+        """Admit FIFO while fewer than max_num_seqs run, each into the lowest free slot."""
         while self._queue and len(self._running) < self.config.max_num_seqs:
             req = self._queue.popleft()
+            taken = {r.slot for r in self._running}
+            req.slot = min(s for s in range(self.config.max_num_seqs) if s not in taken)
             self._running.append(req)
             self._batch_eos = req.spec.eos_token_ids
+        if self.config.naive_mode and self.contract.naive_params == "packed_row":
+            self._naive_reads = self._packed_row_reads()
+
+    def _packed_row_reads(self) -> dict[str, SlotParams]:
+        """naive_params "packed_row": the request of packed output row r (rows in slot order) reads
+        slot r's top_p, top_k and seed as they stand before the step; a free slot holds the idle values."""
+        holders = {r.slot: r for r in self._running}
+        reads: dict[str, SlotParams] = {}
+        for row, req in enumerate(sorted(self._running, key=lambda r: r.slot if r.slot is not None else -1)):
+            holder = holders.get(row)
+            reads[req.spec.request_id] = (
+                IDLE_PARAMS
+                if holder is None
+                else SlotParams(holder.spec.top_p, self.contract.top_k_of(holder.spec.top_k), holder.infer_seed)
+            )
+        return reads
 
     def _retire(self) -> None:
         for req in self._running:
@@ -127,6 +147,8 @@ class ScriptDecoder:
             override=override,
             verify_window=self.contract.verify_window,
             max_len_token=self.contract.max_len_token,
+            window_second=self.contract.window_second,
+            accept_all_eos=self.contract.accept_all_eos,
         )
 
     def _decide(
@@ -136,7 +158,8 @@ class ScriptDecoder:
         ``follow``: the engine's emitted tokens (``rules.decide``)."""
         inp = self._verify_input(req, t, override)
         scores = scored_rows(self.contract, rows, req.step_idx, inp.eos)
-        return decide(self.config, self.contract, req.spec, inp, req.infer_seed, scores, follow)
+        read = self._naive_reads.get(req.spec.request_id)
+        return decide(self.config, self.contract, req.spec, inp, req.infer_seed, scores, follow, read)
 
     def _commit(self, req: _Request, res: VerifyResult) -> None:
         req.tokens.extend(res.tokens)
@@ -163,20 +186,50 @@ class ReferenceDecoder(ScriptDecoder):
     def __init__(self, config: EngineConfig, weights: Weights | None = None, contract: Contract | None = None):
         super().__init__(config, contract)
         self.weights = weights if weights is not None else make_weights(config)
+        self._emitted: dict[str, int] = {}  # request id -> tokens emitted in the last step
+        self._fed: dict[str, int] = {}  # request id -> output rows the last step computed
+        self._drafted_from: dict[str, int] = {}  # request id -> draft_written before the last proposal
 
     # -- one step -----------------------------------------------------
     def step(self, t: int, overrides: Mapping[str, int]) -> StepResult:
-        """Admit FIFO, run every running request, retire the ones that stopped."""
+        """Retire the requests that stopped in the last step, admit FIFO, run every running request.
+
+        Retiring at the start of the step (not the end) lets ``adopt`` still change a stop.
+        """
+        self._retire()
         self._admit()
         outcomes = [self._run(req, t, overrides.get(req.spec.request_id)) for req in self._running]
-        self._retire()
         return StepResult(t, tuple(sorted(outcomes, key=lambda o: o.request_id)))
 
     def _run(self, req: _Request, t: int, override: int | None) -> RequestStep:
-        res = self._decide(req, t, override, self._target_logits(req))
+        rows = self._target_logits(req)
+        res = self._decide(req, t, override, rows)
         self._commit(req, res)
+        rid = req.spec.request_id
+        self._emitted[rid], self._fed[rid], self._drafted_from[rid] = len(res.tokens), len(rows), req.draft_written
         req.drafts = () if self.config.naive_mode else self._propose(req)
         return self._outcome(req, res)
+
+    def adopt(self, outcome: RequestStep) -> bool:
+        """Take an engine's outcome of the last step for a request whose check was ambiguous, then
+        propose from it; False (nothing changed) when the outcome could not have come from this step.
+
+        The caches keep what the step fed (the drafts), as the engine's do: only the emitted tokens,
+        ``step_idx`` and the stop change, and the drafter catches up from where it stood before.
+        """
+        req = self._all.get(outcome.request_id)
+        if req is None or req.target is None or not self._adoptable(outcome):
+            return False
+        adopt_outcome(self._all, self._emitted, outcome)
+        req.draft_written = self._drafted_from.get(outcome.request_id, req.draft_written)
+        req.drafts = () if self.config.naive_mode else self._propose(req)
+        return True
+
+    def _adoptable(self, outcome: RequestStep) -> bool:
+        """1 to (rows computed) tokens, each in the vocabulary: what a step of this request can emit."""
+        fed = self._fed.get(outcome.request_id, 0)
+        tokens = outcome.accept_tokens
+        return 1 <= len(tokens) <= fed and all(0 <= t < self.config.vocab_size for t in tokens)
 
     def _target_logits(self, req: _Request) -> np.ndarray:
         """Run the target over this step's input; one logits row per output row."""
@@ -211,8 +264,22 @@ class ReferenceDecoder(ScriptDecoder):
 
 
 def _release(req: _Request) -> None:
-    """A request that left keeps its tokens but not its caches (long scripts stay small)."""
+    """A request that left keeps its tokens but not its caches (long scripts stay small), nor its slot."""
     req.target = req.draft = None
+    req.slot = None
+
+
+def adopt_outcome(requests: dict[str, _Request], emitted: dict[str, int], outcome: RequestStep) -> _Request | None:
+    """Replace the tokens a request emitted in the last step (``emitted``: request id -> how many)
+    with the engine's ``outcome``, and take its step_idx and stop; the request, or None if unknown."""
+    req = requests.get(outcome.request_id)
+    if req is None:
+        return None
+    del req.tokens[len(req.tokens) - emitted.get(outcome.request_id, 0) :]
+    req.tokens.extend(outcome.accept_tokens)
+    emitted[outcome.request_id] = len(outcome.accept_tokens)
+    req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
+    return req
 
 
 def decode(scenario: Scenario, weights: Weights | None = None) -> list[StepResult]:
@@ -221,4 +288,4 @@ def decode(scenario: Scenario, weights: Weights | None = None) -> list[StepResul
     return run_script(decoder, scenario)
 
 
-__all__ = ["ReferenceDecoder", "ScriptDecoder", "decode", "reasoning_status_at"]
+__all__ = ["ReferenceDecoder", "ScriptDecoder", "adopt_outcome", "decode", "reasoning_status_at"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from graphcheck.contract import Contract
 from graphcheck.model_report import ModelStep
-from graphcheck.reference.decoder import ScriptDecoder, _Request
+from graphcheck.reference.decoder import ScriptDecoder, _Request, adopt_outcome
 from graphcheck.reference.rules import drafts_expected
 from graphcheck.scenario import EngineConfig
 from graphcheck.step_result import RequestStep, StepResult
@@ -64,19 +64,6 @@ class OracleStep:
     result: StepResult
     running: tuple[str, ...]
     breaks: tuple[RuleBreak, ...] = ()
-
-
-def adopt_outcome(requests: dict[str, _Request], emitted: dict[str, int], outcome: RequestStep) -> _Request | None:
-    """Replace the tokens a request emitted in the last step (``emitted``: request id -> how many)
-    with the engine's ``outcome``, and take its step_idx and stop; the request, or None if unknown."""
-    req = requests.get(outcome.request_id)
-    if req is None:
-        return None
-    del req.tokens[len(req.tokens) - emitted.get(outcome.request_id, 0) :]
-    req.tokens.extend(outcome.accept_tokens)
-    emitted[outcome.request_id] = len(outcome.accept_tokens)
-    req.step_idx, req.stopped = outcome.step_idx, outcome.stopped
-    return req
 
 
 class ModelAgnosticOracle(ScriptDecoder):
@@ -171,4 +158,4 @@ class ModelAgnosticOracle(ScriptDecoder):
         return drafts
 
 
-__all__ = ["ModelAgnosticOracle", "OracleStep", "RuleBreak"]
+__all__ = ["ModelAgnosticOracle", "OracleStep", "RuleBreak", "adopt_outcome"]

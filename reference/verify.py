@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from graphcheck.contract import ACCEPT_ALL_EOS_STANDIN
 from graphcheck.reference.sampling import candidates, greedy, sample, topp_sample
 from graphcheck.step_result import AMBIGUITY_EPS as EPS
 
@@ -37,6 +38,7 @@ class RowVerdict:
     token_ambiguous: bool = False
     unsure: tuple[int, ...] = ()
     ranked: tuple[int, ...] = ()  # the row's first token ids in rank order (TOPP: its candidates)
+    lengths: tuple[int, ...] = ()  # TOPP: every candidate length a float library may compute, the chosen first
 
     def unsure_about(self, draft: int) -> bool:
         return self.accept_ambiguous or draft in self.unsure
@@ -56,6 +58,8 @@ class VerifyInput:
     override: int | None = None
     verify_window: int = 0  # graphcheck.contract.Contract.verify_window
     max_len_token: str = "eos"  # graphcheck.contract.Contract.max_len_token
+    window_second: str = "ranked"  # graphcheck.contract.Contract.window_second
+    accept_all_eos: str = "emit"  # graphcheck.contract.Contract.accept_all_eos
 
 
 @dataclass(frozen=True)
@@ -115,11 +119,16 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
                 verdict = row(i)
                 ambiguous |= verdict.unsure_about(draft)
                 ok = draft in verdict.accepts
-                if not ok and _window_holds(inp, row, i):
-                    ok, taken = True, inp.verify_window + 1
+                if not ok:
+                    holds, unsure = _window_holds(inp, row, i)
+                    ambiguous |= unsure
+                    if holds:
+                        ok, taken = True, inp.verify_window + 1
             if not ok:
                 break
             for token in inp.drafts[i : i + taken]:
+                if _guarded(inp, token):
+                    token = ACCEPT_ALL_EOS_STANDIN
                 if out.emit(token):
                     return VerifyResult(tuple(out.tokens), out.step_idx, True, ambiguous)
             i += taken
@@ -128,16 +137,43 @@ def verify(inp: VerifyInput, row: Callable[[int], RowVerdict]) -> VerifyResult:
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous or verdict.token_ambiguous)
 
 
-def _window_holds(inp: VerifyInput, row: Callable[[int], RowVerdict], i: int) -> bool:
+def _guarded(inp: VerifyInput, token: int) -> bool:
+    """Whether a draft accepted by the accept_all policy is an eos the contract's guard replaces."""
+    replaces = inp.accept_all_eos == "replace" and inp.accept_policy == "accept_all"
+    return replaces and inp.override is None and token in inp.eos
+
+
+def _window_holds(inp: VerifyInput, row: Callable[[int], RowVerdict], i: int) -> tuple[bool, bool]:
     """The TOPP verify window (a contract option): draft i is its row's second candidate and each
-    of the next ``verify_window`` drafts (all of them must exist) is its own row's first."""
+    of the next ``verify_window`` drafts (all of them must exist) is its own row's first.
+
+    Returns (holds, unsure): ``unsure`` when another possible candidate length of row i would
+    store a second candidate that decides otherwise (``window_second`` ``stored``).
+    """
     w = inp.verify_window
     if w <= 0 or i + w >= len(inp.drafts):
-        return False
-    ranked = row(i).ranked
-    if len(ranked) < 2 or inp.drafts[i] != ranked[1]:
-        return False
-    return all(row(i + j).ranked[:1] == (inp.drafts[i + j],) for j in range(1, w + 1))
+        return False, False
+    seconds = _second_candidates(row(i), inp.window_second)
+    if inp.drafts[i] not in seconds:
+        return False, False
+    if not all(row(i + j).ranked[:1] == (inp.drafts[i + j],) for j in range(1, w + 1)):
+        return False, False
+    return seconds[0] == inp.drafts[i], len(set(seconds)) > 1
+
+
+def _second_candidates(verdict: RowVerdict, how: str) -> tuple[int, ...]:
+    """The second candidate the window reads, under each possible candidate length (the chosen one
+    first); empty when the row has no second column (C = 1).
+
+    ``stored``: FastDeploy writes a row's candidates only up to its cut and leaves the rest 0, so a
+    one-candidate row stores 0 there (a row whose cut is never reached, length 0, is written whole).
+    """
+    if len(verdict.ranked) < 2:
+        return ()
+    if how == "ranked":
+        return (verdict.ranked[1],)
+    lengths = verdict.lengths or (len(verdict.accepts),)
+    return tuple(0 if n == 1 else verdict.ranked[1] for n in lengths)
 
 
 def naive_step(
@@ -182,7 +218,9 @@ def judge_row(
         cands = candidates(logits, temperature, top_p, max_candidate_len, eps=eps)
         tok, amb = topp_sample(cands, top_p, row_seed, eps=eps)
         amb |= free_draw and max(cands.lengths) > 1
-        return RowVerdict(cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure, ranked=cands.ids)
+        return RowVerdict(
+            cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure, ranked=cands.ids, lengths=cands.lengths
+        )
     raise ValueError(f"unknown verify strategy {strategy!r}")
 
 

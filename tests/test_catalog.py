@@ -282,11 +282,25 @@ def test_search_same_seed_same_examples(tmp_path: Path) -> None:
     assert run() == run()
 
 
+class _Clock:
+    """Seconds that pass only when an example runs: a budget that does not depend on the machine."""
+
+    def __init__(self, per_example: float) -> None:
+        self.now, self.per_example = 0.0, per_example
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        self.now += self.per_example
+
+
 def test_search_stops_at_its_budget_and_cycles_the_plan(tmp_path: Path) -> None:
-    result = _search(lambda s: (time.sleep(0.005), _outcome(s, False))[1], tmp_path, budget_s=0.6)
+    clock = _Clock(0.01)
+    result = _search(lambda s: (clock.tick(), _outcome(s, False))[1], tmp_path, budget_s=0.6, clock=clock)
     assert not result.detected and result.shrunk is None
-    assert 0.6 <= result.seconds < 3.0
-    assert result.suites == ("first", "second") and result.examples > 10
+    assert result.examples == 60 and result.seconds == pytest.approx(0.6)
+    assert result.suites == ("first", "second"), "a slice of 10, then the next suite, round and round"
 
 
 def test_search_draws_through_the_checkers_strategy(tmp_path: Path) -> None:

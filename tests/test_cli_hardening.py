@@ -214,6 +214,40 @@ def test_two_replays_in_one_second_get_two_folders(tmp_path: Path, capsys: pytes
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_a_time_limits_sigterm_while_shrinking_writes_the_report_as_ctrl_c_does(
+    stop: str,
+    tmp_path: Path,
+    one_scenario_suite: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import os
+    import signal
+
+    one_scenario_suite(failing_scenario())
+    from graphcheck.check.checker import Checker
+
+    real = Checker.run
+    calls = []
+
+    def stopped_after_the_first(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:
+            os.kill(os.getpid(), getattr(signal, stop))
+        return real(*args, **kwargs)
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(Checker, "run", stopped_after_the_first)
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.INTERRUPTED
+    assert signal.getsignal(signal.SIGTERM) is before, "the handler is put back"
+    assert "INTERRUPTED" in capsys.readouterr().out
+    (report,) = run_dirs(tmp_path / "reports")
+    assert (report / "index.html").stat().st_size > 0
+    assert Scenario.from_json((report / "scenario.json").read_text()).name == "fixed/interrupted"
+    assert json.loads((report / "fuzz.json").read_text())["run"]["interrupted"] is True
+
+
 def test_ctrl_c_while_shrinking_writes_the_report_of_what_was_found(
     tmp_path: Path, one_scenario_suite: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -253,11 +287,11 @@ def test_progress_prints_a_plain_line_every_interval_when_not_a_terminal() -> No
         for second in range(1, 26):
             now[0] = float(second)
             progress.search(
-                fuzz.SearchProgress("padding", second, second * 4, 8, second > 12, (2, 3) if second > 12 else None)
+                fuzz.SearchProgress("padding", second, second * 4, 64, second > 12, (2, 3) if second > 12 else None)
             )
     lines = out.getvalue().splitlines()
     assert len(lines) == 2, lines  # at 10 s and 20 s
-    assert "searching: example 10/8" in lines[0]
+    assert "searching: scenario 10 of up to 64" in lines[0]
     assert "shrinking" in lines[1] and "smallest 2 req x 3 steps" in lines[1]
 
 
@@ -383,3 +417,111 @@ def test_the_exact_oracle_on_a_float_model_is_one_line_exit_2(
     assert main(run_args(tmp_path, "--model", "bfloat16", "--oracle", "exact")) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert "needs --oracle model-agnostic" in err and err.count("\n") == 1
+
+
+def _report_folder(folder: Path, run: dict[str, Any]) -> Path:
+    from graphcheck.search.builtin import demo_scenario
+
+    folder.mkdir(parents=True)
+    (folder / "scenario.json").write_text(demo_scenario(num_steps=3).to_json())
+    (folder / "divergences.json").write_text(json.dumps({"run": run}))
+    return folder
+
+
+@pytest.mark.parametrize("tamper", ["dev-zero", "fifo", "directory"])
+def test_a_tampered_report_folder_is_refused_without_reading_it(
+    tamper: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    folder = _report_folder(tmp_path / "report", {"backend": "cpu"})
+    target = folder / "divergences.json"
+    target.unlink()
+    if tamper == "dev-zero":
+        target.symlink_to("/dev/zero")
+    elif tamper == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    code = main(["replay", str(folder), "--report-dir", str(tmp_path / "r"), "--quiet"])
+    assert code == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "divergences.json" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_recorded_fault_name_with_a_newline_is_refused_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _report_folder(tmp_path / "report", {"backend": "cpu", "faults": ["x\n::error::forged"]})
+    assert main(["replay", str(folder), "--report-dir", str(tmp_path / "r"), "--github"]) == exitcodes.USAGE
+    captured = capsys.readouterr()
+    assert "::error::forged" not in captured.err.replace("\\n::error::forged", "")
+    assert captured.err.count("\n") == 1
+
+
+def test_a_report_recorded_with_the_engine_scheduled_oracle_replays_its_settings(tmp_path: Path) -> None:
+    from graphcheck.cli.replay_target import recorded_run
+
+    folder = _report_folder(tmp_path / "report", {"backend": "cpu", "oracle": "engine-scheduled", "engine": "hf-cb"})
+    assert recorded_run(folder / "divergences.json")["oracle"] == "engine-scheduled"
+
+
+def test_a_scenario_json_that_is_a_folder_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _report_folder(tmp_path / "report", {"backend": "cpu"})
+    (folder / "scenario.json").unlink()
+    (folder / "scenario.json").mkdir()
+    assert main(["replay", str(folder), "--report-dir", str(tmp_path / "r"), "--quiet"]) == exitcodes.USAGE
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_a_full_disk_prints_the_verdict_and_exits_with_its_own_code(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    import graphcheck.report
+    from graphcheck.search.builtin import demo_scenario
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(graphcheck.report, "write_report", full)
+    real_open = open
+
+    def no_pending(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path).endswith("pending-scenario.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_pending)
+    if command == "run":
+        args = ["run", "--suite", "seeds", "--examples", "2", "--database", "none", "--report-dir", str(tmp_path)]
+    else:
+        scenario = tmp_path / "s.json"
+        scenario.write_text(demo_scenario(num_steps=3).to_json())
+        args = ["replay", str(scenario), "--report-dir", str(tmp_path / "r")]
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == exitcodes.REPORT_UNWRITTEN != exitcodes.DIVERGENCE
+    assert "NOT WRITTEN" in out and "No space left on device" in out and "Traceback" not in err
+    assert ("CLEAN" in out) if command == "run" else ("clean" in out)
+    assert not list(tmp_path.rglob("*.tmp")), "no partial pending file stays behind"
+
+
+def test_a_batched_searchs_progress_never_runs_past_its_budget(tmp_path: Path) -> None:
+    """Each Hypothesis example is a batch of up to ``per_config`` scenarios: the progress budget counts
+    scenarios too (it read ``example 90/20``)."""
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.checker import Checker
+    from graphcheck.search.suite_registry import load_suites
+
+    seen: list[fuzz.SearchProgress] = []
+    checker = Checker(resolve("cpu"))
+    strategy = checker.strategy(load_suites()["seeds"].strategy())
+    result = fuzz.fuzz_suite(
+        "seeds", strategy, checker, examples=3, seed=0, pending_path=tmp_path / "p.json", on_progress=seen.append
+    )
+    assert result.outcome is None and seen
+    assert all(p.budget == 3 * fuzz.DEFAULT_PER_CONFIG for p in seen)
+    assert all(p.examples <= p.budget for p in seen if not p.shrinking)

@@ -12,6 +12,7 @@ batches. A Hypothesis property closes: random scenarios are clean under both pre
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from graphcheck.driver import run_script
 from graphcheck.reference import make_weights
 from graphcheck.reference import rng as ref_rng
 from graphcheck.reference.decoder import ReferenceDecoder, decode
-from graphcheck.reference.rules import ban_eos, next_seed, row_seed
+from graphcheck.reference.rules import BANNED_SCORE, ban_eos, decide, next_seed, row_seed
 from graphcheck.reference.sampling import candidates, probabilities
 from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row
 from graphcheck.reference.verify import verify as ref_verify
@@ -102,18 +103,23 @@ def _clean(scenario: Scenario, cpu) -> None:
     assert outcome.steps_run == scenario.num_steps
 
 
+def _register_but(monkeypatch, base: Contract, point: str) -> str:
+    name = f"{base.name}-but-{point}"
+    monkeypatch.setitem(CONTRACTS, name, dataclasses.replace(base, name=name, **{point: getattr(DEFAULT, point)}))
+    return name
+
+
 @pytest.fixture
 def fastdeploy_but(monkeypatch):
     """``fastdeploy_but(point)``: the name of a contract registered for this test only, ``fastdeploy``
     with ``point`` set back to the default's: a reference that differs from the engine in that point alone."""
+    return functools.partial(_register_but, monkeypatch, FASTDEPLOY)
 
-    def register(point: str) -> str:
-        name = f"fastdeploy-but-{point}"
-        changed = dataclasses.replace(FASTDEPLOY, name=name, **{point: getattr(DEFAULT, point)})
-        monkeypatch.setitem(CONTRACTS, name, changed)
-        return name
 
-    return register
+@pytest.fixture
+def xpu_but(monkeypatch):
+    """``xpu_but(point)``: as ``fastdeploy_but``, from ``fastdeploy-xpu``."""
+    return functools.partial(_register_but, monkeypatch, FASTDEPLOY_XPU)
 
 
 def _first_failure(scenario: Scenario, cpu, engine_contract: str):
@@ -156,9 +162,9 @@ def test_fastdeploy_reference_keeps_the_seed_unless_target_match_verifies(strate
 
 def test_fastdeploy_reference_advances_the_seed_under_target_match() -> None:
     config = _config(verify_strategy="target_match")
-    spec = RequestSpec("a", 0, (1, 2, 3), 20, (15,), seed=M - 5)
+    spec = RequestSpec("a", 0, (1, 2, 3), 20, (15,), seed=1000)
     seeds = _seeds(decode(_scenario(config, spec, num_steps=3)), "a")
-    assert seeds == [int(ref_rng.add_mod(M - 5, 12)), int(ref_rng.add_mod(M - 5, 24)), int(ref_rng.add_mod(M - 5, 36))]
+    assert seeds == [1012, 1024, 1036]
 
 
 @pytest.mark.parametrize("scope", SCOPES)
@@ -190,8 +196,13 @@ def test_a_seed_that_does_not_advance_diverges_under_the_default_contract(cpu, s
 
 def _c_row_seed(infer_seed: int, row: int) -> int:
     """What a C kernel computes: the int64 sum wraps, % keeps the dividend's sign."""
+    return _c_sum(infer_seed, 4 * row)
+
+
+def _c_sum(seed: int, offset: int) -> int:
+    """``(seed + offset) % M`` as int64 C code computes it."""
     with np.errstate(over="ignore"):
-        total = np.int64(infer_seed) + np.int64(4 * row)
+        total = np.int64(seed) + np.int64(offset)
     return int(np.fmod(total, np.int64(M)))
 
 
@@ -288,6 +299,72 @@ def test_wrapped_row_seeds_diverge_under_modular_row_seeds(cpu, fastdeploy_but) 
 
 
 # ---------------------------------------------------------------------------
+# 2b. seed_advance_sum "int64_wrap"
+# ---------------------------------------------------------------------------
+
+
+def test_fastdeploy_seed_advance_wraps_in_int64_near_the_modulus() -> None:
+    config = _config(verify_strategy="target_match", num_speculative_tokens=4, num_model_steps=1)
+    assert config.seed_increment == 20
+    assert next_seed(FASTDEPLOY, config, M - 13) == -9223372036854775803  # measured on FastDeploy's op
+    assert next_seed(FASTDEPLOY_XPU, config, M - 13) == -9223372036854775803
+    assert next_seed(DEFAULT, config, M - 13) == 7
+    for s in (0, 12345, M - 1, M - 2, M - 19, M - 20, M - 21, M - 40, -9223372036854775803):
+        assert next_seed(FASTDEPLOY, config, s) == _c_sum(s, 20)
+    assert next_seed(FASTDEPLOY, config, M - 21) == M - 1  # below M - 20 + 2 nothing wraps
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("wrap", [False, True])
+def test_build_sampling_params_advances_the_seed_with_the_contracts_sum(framework: str, wrap: bool) -> None:
+    xp = _xp(framework)
+    config = _config(num_speculative_tokens=4, num_model_steps=1, max_num_seqs=4, capture_sizes=(4,))
+    buf = allocate_buffers(xp, config)
+    seeds = [M - 13, M - 3, 5, -9223372036854775803]
+    counts = [5, 1, 0, 5]  # slot 2 is empty: it keeps its seed
+    cu = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    owner = np.full(int(cu[-1]), -1, dtype=np.int64)
+    for b, n in enumerate(counts):
+        owner[cu[b] : cu[b] + n] = b
+    _put(xp, buf.infer_seed, seeds)
+    _put(xp, buf.seq_lens_this_time, counts)
+    _put(xp, buf.stop_flags, np.zeros(4, dtype=bool))
+    _put(xp, buf.cu_seqlens_out, cu)
+    _put(xp, buf.batch_ids_out, owner)
+    build_sampling_params(xp, buf, 4, int(cu[-1]), 20, True, wrap_row_seeds=True, wrap_seed_advance=wrap)
+    contract = dataclasses.replace(DEFAULT, seed_advance_sum="int64_wrap" if wrap else "modular")
+    want = [next_seed(contract, config, s) if n else s for s, n in zip(seeds, counts)]
+    assert xp.to_host(buf.infer_seed)[:4].tolist() == want
+    assert (want[0] < 0) == wrap
+
+
+def _advance_wrap_scenario(contract: str, scope: str = "step") -> Scenario:
+    """TARGET_MATCH, k = 2: the prefill advances seed M - 5 past 2**63 - 1 (to -9223372036854775803
+    under int64_wrap, 7 under modular), and the decode steps sample from the seeds that follow."""
+    config = _config(contract, verify_strategy="target_match", graph_scope=scope)
+    spec = RequestSpec("a", 0, (1, 2, 3), 20, (15,), temperature=2.0, seed=M - 5)
+    return _scenario(config, spec, num_steps=4)
+
+
+def test_a_wrapped_seed_advance_stays_negative_in_the_reference() -> None:
+    seeds = _seeds(decode(_advance_wrap_scenario("fastdeploy")), "a")
+    assert seeds == [-9223372036854775803, -9223372036854775791, -9223372036854775779, -9223372036854775767]
+    assert _seeds(decode(_advance_wrap_scenario("default")), "a") == [7, 19, 31, 43]
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_engine_advances_the_seed_with_int64_wrap(cpu, scope: str) -> None:
+    _clean(_advance_wrap_scenario("fastdeploy", scope), cpu)
+
+
+def test_a_wrapped_seed_advance_diverges_under_the_modular_one(cpu, fastdeploy_but) -> None:
+    scenario = _with(_advance_wrap_scenario("fastdeploy"), contract=fastdeploy_but("seed_advance_sum"))
+    first = _first_failure(scenario, cpu, "fastdeploy")
+    assert (first.kind, first.tensor, first.step) == ("seed", "infer_seed", 0)
+    assert (first.expected, first.actual) == (7, -9223372036854775803)
+
+
+# ---------------------------------------------------------------------------
 # 3. topp_draw "unspecified"
 # ---------------------------------------------------------------------------
 
@@ -323,6 +400,94 @@ def test_the_engine_draws_topp_from_the_row_seed_and_stays_clean(cpu, scope: str
     seeded = ReferenceDecoder(scenario.config, contract=dataclasses.replace(FASTDEPLOY, topp_draw="row_seed"))
     engine = Engine(scenario.config, make_weights(scenario.config), device=cpu)
     assert _plain(run_script(engine, scenario)) == _plain(run_script(seeded, scenario))
+
+
+def test_following_a_free_draw_takes_eos_at_max_dec_len() -> None:
+    """At max_dec_len the engine emits eos[0] (6) whatever it drew; the follow rule must take it even
+    where the oracle's own draw is another eos id (3), which would stop the request on 3."""
+    config = _config(verify_strategy="topp", max_candidate_len=3, vocab_size=8)
+    spec = RequestSpec("a", 0, (1, 2), 5, (6, 3), top_p=1.0, seed=1)
+    row = np.array([[0.0, 0.0, 3.0, 2.9, 2.8, 0.0, 0.0, 0.0]])  # candidates 2, 3, 4
+    inp = VerifyInput(drafts=(), step_idx=4, max_dec_len=5, eos=(6, 3))
+
+    def follow(tokens: tuple[int, ...], contract: Contract = FASTDEPLOY, at=inp) -> tuple[tuple[int, ...], bool]:
+        res = decide(config, contract, spec, at, 1, lambda i: row[i], follow=tokens)
+        return res.tokens, res.stopped
+
+    assert decide(config, FASTDEPLOY, spec, inp, 1, lambda i: row[i]).tokens == (3,)  # its own draw: eos[1]
+    assert follow((6,)) == ((6,), True)
+    assert follow((4,)) == ((6,), True)  # a drawn candidate, replaced as the engine must
+    assert follow((7,)) == ((3,), True)  # no draw emits 7: the oracle keeps its own, the check fails
+    early = dataclasses.replace(inp, step_idx=1)
+    assert follow((6,), at=early) == ((3,), True)  # 6 is no candidate before max_dec_len
+    drawn = dataclasses.replace(inp, max_len_token="drawn")
+    assert follow((6,), at=drawn) == ((3,), True)
+
+
+class _OtherDraws(Engine):
+    """The built-in engine drawing TOPP from other seeds (each request's seed + 1): a valid choice of a
+    free draw that parts from the reference's. It reports the scenario's seeds (under fastdeploy TOPP
+    never advance), so only the draws differ."""
+
+    def submit(self, spec: RequestSpec) -> None:
+        super().submit(dataclasses.replace(spec, seed=spec.seed + 1))
+
+    def step(self, t: int, overrides: Any) -> StepResult:
+        result = super().step(t, overrides)
+        return dataclasses.replace(
+            result, requests=tuple(dataclasses.replace(q, infer_seed=q.infer_seed - 1) for q in result.requests)
+        )
+
+
+def _knock_on_scenario() -> Scenario:
+    """One slot, three queued requests, wide TOPP rows: a parts from the reference at a free draw and
+    stops at another step, so b and c are admitted (and share their eos lists) at other steps (found by search)."""
+    config = _config(verify_strategy="topp", max_num_seqs=1, capture_sizes=(1,), vocab_size=8, max_candidate_len=4)
+    config = dataclasses.replace(config, model_seed=0)
+    requests = (
+        RequestSpec("a", 0, (1, 2, 3), 12, (0, 1), temperature=4.0, top_p=1.0, seed=11),
+        RequestSpec("b", 0, (4, 5), 12, (1, 0), temperature=4.0, top_p=1.0, seed=20),
+        RequestSpec("c", 1, (6, 5), 12, (0, 1), temperature=4.0, top_p=1.0, seed=30),
+    )
+    return _scenario(config, *requests, num_steps=10)
+
+
+def test_the_exact_oracle_follows_a_request_parted_at_a_free_draw(cpu, monkeypatch) -> None:
+    scenario = _knock_on_scenario()
+
+    def build(config: EngineConfig, weights: Any, **kw: Any) -> Engine:
+        return _OtherDraws(config, weights, **kw)
+
+    outcome = Lockstep(scenario, cpu, engine_factory=build).run()
+    assert outcome.clean, outcome.first.headline() if outcome.first else outcome
+    assert any(d.ambiguous for d in outcome.divergences), "the draws part: reported apart"
+    monkeypatch.setattr(ReferenceDecoder, "adopt", lambda self, step: False)  # leave the parted request out only
+    first = Lockstep(scenario, cpu, engine_factory=build).run().first
+    assert first is not None and (first.tensor, first.ambiguous) == ("running_requests", False)
+
+
+def test_the_reference_adopts_an_engines_outcome_and_proposes_from_it() -> None:
+    scenario = _topp_scenario("fastdeploy")
+    decoder = ReferenceDecoder(scenario.config)
+    for spec in scenario.requests:
+        decoder.submit(spec)
+    first = decoder.step(0, {}).by_id()["a"]
+    other = next(t for t in range(16) if t != first.accept_tokens[0])
+    assert not decoder.adopt(dataclasses.replace(first, accept_tokens=(99,)))  # outside the vocabulary
+    assert not decoder.adopt(dataclasses.replace(first, accept_tokens=(1, 2)))  # more than the prefill computed
+    assert decoder.generated("a") == first.accept_tokens
+    assert decoder.adopt(dataclasses.replace(first, accept_tokens=(other,), stopped=True))
+    assert decoder.generated("a") == (other,) and decoder.running_ids() == ("a", "b")
+    assert decoder.step(1, {}).by_id().keys() == {"b"}, "a stopped with the engine"
+    decoder = ReferenceDecoder(scenario.config)
+    for spec in scenario.requests:
+        decoder.submit(spec)
+    decoder.step(0, {})
+    proposed = decoder._all["a"].drafts
+    assert decoder.adopt(dataclasses.replace(first, accept_tokens=(other,)))
+    req = decoder._all["a"]
+    scratch = dataclasses.replace(req, draft_written=0, draft=type(req.draft)(scenario.config.hidden_size))
+    assert req.drafts == decoder._propose(scratch) != proposed  # proposed again, from the adopted token
 
 
 # ---------------------------------------------------------------------------
@@ -444,8 +609,8 @@ def test_a_banned_eos_diverges_without_min_tokens(cpu, fastdeploy_but) -> None:
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("min_tokens", [1, 3])
-def test_the_ban_kernel_matches_the_reference(framework: str, min_tokens: int) -> None:
+@pytest.mark.parametrize("min_tokens, covering", [(1, "unbanned"), (3, "unbanned"), (3, "uniform")])
+def test_the_ban_kernel_matches_the_reference(framework: str, min_tokens: int, covering: str) -> None:
     xp = _xp(framework)
     V = 8
     config = _config(vocab_size=V, num_speculative_tokens=3, max_num_seqs=5, capture_sizes=(5,))
@@ -465,12 +630,13 @@ def test_the_ban_kernel_matches_the_reference(framework: str, min_tokens: int) -
     _put(xp, buf.step_idx, steps)
     _put(xp, buf.eos_ids, table)
     scores = np.random.default_rng(3).normal(size=(rows, V))
-    got = xp.to_host(engine_ban_eos(xp, buf, xp.from_numpy(scores), min_tokens))
+    got = xp.to_host(engine_ban_eos(xp, buf, xp.from_numpy(scores), min_tokens, covering == "uniform"))
     want = scores.copy()
     for b, n in enumerate(counts):
-        want[cu[b] : cu[b] + n] = ban_eos(scores[cu[b] : cu[b] + n], steps[b], eos[b], min_tokens)
+        want[cu[b] : cu[b] + n] = ban_eos(scores[cu[b] : cu[b] + n], steps[b], eos[b], min_tokens, covering)
     np.testing.assert_array_equal(got, want)
     assert np.isneginf(got).any()
+    assert (got == BANNED_SCORE).any() == (covering == "uniform")
 
 
 # ---------------------------------------------------------------------------
@@ -522,6 +688,25 @@ def test_the_verify_window_accepts_second_then_top_drafts() -> None:
     assert ref_verify(dataclasses.replace(windowed, eos=(3,)), lambda i: rows[i]).tokens == (0, 3)
 
 
+def test_the_stored_window_reads_0_as_a_one_candidate_rows_second() -> None:
+    rows = [_row((5, 4), 1), _row((3, 2), 1), _row((1, 2), 1), _row((6, 7), 1)]
+    ranked = VerifyInput(drafts=(4, 3, 1), step_idx=0, max_dec_len=20, eos=(15,), verify_window=2)
+    stored = dataclasses.replace(ranked, window_second="stored")
+    assert ref_verify(ranked, lambda i: rows[i]).tokens == (4, 3, 1, 6)
+    assert ref_verify(stored, lambda i: rows[i]).tokens == (5,)  # the stored second is 0, not 4
+    zero = dataclasses.replace(stored, drafts=(0, 3, 1))
+    assert ref_verify(zero, lambda i: rows[i]).tokens == (0, 3, 1, 6)
+    assert ref_verify(dataclasses.replace(zero, window_second="ranked"), lambda i: rows[i]).tokens == (5,)
+    # A row whose cut is never reached (length 0) is stored whole: its second is the real one.
+    uncut = [_row((5, 4), 0)] + rows[1:]
+    assert ref_verify(stored, lambda i: uncut[i]).tokens == (4, 3, 1, 6)
+    # A length that a float library may put at 1 or 2 makes the stored second 0 or 4: ambiguous.
+    unsure = [RowVerdict((5,), 5, ranked=(5, 4), lengths=(1, 2))] + rows[1:]
+    res = ref_verify(zero, lambda i: unsure[i])
+    assert res.tokens == (0, 3, 1, 6) and res.ambiguous
+    assert not ref_verify(zero, lambda i: rows[i]).ambiguous
+
+
 def _verify_batch(gen: np.random.Generator, G: int, K1: int, C: int, V: int):
     """A random verify batch: per slot n tokens, drafts, and per output row ranked candidates,
     their accepted length and the phase-2 token; drafts are often a row's first or second candidate."""
@@ -552,14 +737,14 @@ def _table_rows(ranked: np.ndarray, length: np.ndarray, token: np.ndarray, first
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("window", [0, 1, 2, 3])
-def test_the_batched_verify_window_matches_the_reference(framework: str, window: int) -> None:
+@pytest.mark.parametrize("window, second", [(0, "ranked"), (1, "ranked"), (2, "ranked"), (3, "ranked"), (2, "stored")])
+def test_the_batched_verify_window_matches_the_reference(framework: str, window: int, second: str) -> None:
     xp = _xp(framework)
     G, k, C, V = 6, 4, 3, 5
     K1 = k + 1
     config = _config(num_speculative_tokens=k, max_num_seqs=G, capture_sizes=(G,), vocab_size=16)
-    gen = np.random.default_rng(window)
-    fired = 0
+    gen = np.random.default_rng(window if second == "ranked" else 6)  # 6: batches the stored second decides
+    fired = stored_apart = 0
     for trial in range(40):
         counts, cu, rows, ranked, length, token, drafts = _verify_batch(gen, G, K1, C, V)
         override = np.where(gen.random(G) < 0.15, gen.integers(0, K1, size=G), -1)
@@ -589,6 +774,7 @@ def test_the_batched_verify_window_matches_the_reference(framework: str, window:
             True,
             "normal",
             verify_window=window,
+            window_stored=second == "stored",
         )
         got_tokens, got_num = xp.to_host(buf.accept_tokens), xp.to_host(buf.accept_num)
         for b in range(G):
@@ -603,18 +789,23 @@ def test_the_batched_verify_window_matches_the_reference(framework: str, window:
                 reasoning_status=int(reasoning[b]),
                 override=None if override[b] < 0 else int(override[b]),
                 verify_window=window,
+                window_second=second,
             )
             row = _table_rows(ranked, length, token, int(cu[b]))
             want = ref_verify(inp, row)
             plain = ref_verify(dataclasses.replace(inp, verify_window=0), row)
             fired += want.tokens != plain.tokens
+            stored_apart += want.tokens != ref_verify(dataclasses.replace(inp, window_second="ranked"), row).tokens
             got = tuple(int(t) for t in got_tokens[b, : got_num[b]])
             assert got == want.tokens, (trial, b, inp)
     assert fired > 0 if window else fired == 0
+    assert stored_apart > 0 if second == "stored" else stored_apart == 0
 
 
-def _window_scenario(contract: str, scope: str = "step") -> Scenario:
-    """TOPP, k = S = 4, narrow candidates: at step 3 request a's drafts hold a verify window (found by search)."""
+def _window_scenario(contract: str, scope: str = "step", model_seed: int = 66) -> Scenario:
+    """TOPP, k = S = 4, narrow candidates (found by search): at step 1 request a's drafts (0, 0, 4, 1)
+    hold a verify window on a one-candidate row (3), whose stored second candidate is 0. With
+    ``model_seed`` 289 a window holds at step 3 on the row's second-ranked token instead."""
     config = _config(
         contract,
         verify_strategy="topp",
@@ -622,7 +813,7 @@ def _window_scenario(contract: str, scope: str = "step") -> Scenario:
         num_model_steps=4,
         vocab_size=8,
         max_candidate_len=3,
-        model_seed=289,
+        model_seed=model_seed,
         graph_scope=scope,
     )
     requests = (
@@ -635,6 +826,22 @@ def _window_scenario(contract: str, scope: str = "step") -> Scenario:
 def test_the_window_fires_in_the_window_scenario() -> None:
     with_window, without = decode(_window_scenario("fastdeploy-xpu")), decode(_window_scenario("fastdeploy"))
     assert _plain(with_window) != _plain(without)
+
+
+def test_the_xpu_window_compares_with_the_stored_second_candidate(xpu_but) -> None:
+    for model_seed in (66, 289):  # a window on a stored 0; one on a real second-ranked token
+        scenario = _window_scenario("fastdeploy-xpu", model_seed=model_seed)
+        stored = _plain(decode(scenario))
+        ranked = _plain(decode(_with(scenario, contract=xpu_but("window_second"))))
+        plain = _plain(decode(_window_scenario("fastdeploy", model_seed=model_seed)))
+        assert stored != ranked
+        assert (stored == plain) == (model_seed == 289) and (ranked == plain) == (model_seed == 66)
+
+
+def test_a_stored_second_candidate_diverges_under_the_ranked_one(cpu, xpu_but) -> None:
+    scenario = _with(_window_scenario("fastdeploy-xpu"), contract=xpu_but("window_second"))
+    first = _first_failure(scenario, cpu, "fastdeploy-xpu")
+    assert (first.kind, first.tensor, first.step, first.request_id) == ("token", "accept_tokens", 1, "a")
 
 
 @pytest.mark.parametrize("scope", SCOPES)
@@ -652,6 +859,255 @@ def test_the_engine_verifies_with_the_window(cpu, scope: str) -> None:
 def test_a_window_diverges_under_the_plain_fastdeploy_contract(cpu) -> None:
     first = _first_failure(_window_scenario("fastdeploy"), cpu, "fastdeploy-xpu")
     assert (first.kind, first.tensor) == ("token", "accept_tokens")
+
+
+# ---------------------------------------------------------------------------
+# 8. accept_all_eos "replace"
+# ---------------------------------------------------------------------------
+
+
+def test_the_accept_all_guard_replaces_an_eos_draft() -> None:
+    rows = [_row((r, r + 1), 1) for r in (7, 8, 9, 10)]
+    inp = VerifyInput(drafts=(3, 15, 2), step_idx=0, max_dec_len=20, eos=(15,), accept_policy="accept_all")
+    guarded = dataclasses.replace(inp, accept_all_eos=FASTDEPLOY_XPU.accept_all_eos)
+    assert FASTDEPLOY.accept_all_eos == FASTDEPLOY_XPU.accept_all_eos == "replace"
+    assert ref_verify(inp, lambda i: rows[i]).tokens == (3, 15)
+    res = ref_verify(guarded, lambda i: rows[i])
+    assert (res.tokens, res.stopped) == ((3, 5, 2, 10), False)
+    assert ref_verify(dataclasses.replace(guarded, eos=(15, 5)), lambda i: rows[i]).tokens == (3, 5)  # 5 stops too
+    assert ref_verify(dataclasses.replace(guarded, override=3), lambda i: rows[i]).tokens == (3, 15)  # forced: no guard
+    normal = dataclasses.replace(guarded, accept_policy="normal", drafts=(7, 15))
+    assert ref_verify(normal, lambda i: rows[i]).tokens == (7, 8)  # rejected, not replaced
+
+
+def _accept_all_eos_scenario(contract: str, scope: str = "step") -> Scenario:
+    """accept_all, greedy: at step 1 request a's drafts are (13, 9), and 13 is its eos."""
+    config = _config(contract, accept_policy="accept_all", graph_scope=scope)
+    return _scenario(config, RequestSpec("a", 0, (1, 2, 3), 20, (13,)), num_steps=4)
+
+
+def test_fastdeploy_emits_token_5_for_an_eos_draft_under_accept_all(fastdeploy_but) -> None:
+    scenario = _accept_all_eos_scenario("fastdeploy")
+    guarded = decode(scenario)[1].by_id()["a"]
+    plain = decode(_with(scenario, contract=fastdeploy_but("accept_all_eos")))[1].by_id()["a"]
+    assert (plain.accept_tokens, plain.stopped) == ((1, 13), True)
+    assert (guarded.accept_tokens, guarded.stopped) == ((1, 5, 9), False)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_engine_replaces_an_eos_draft_under_accept_all(cpu, scope: str) -> None:
+    _clean(_accept_all_eos_scenario("fastdeploy", scope), cpu)
+
+
+def test_an_eos_draft_replaced_diverges_where_it_is_emitted(cpu, fastdeploy_but) -> None:
+    scenario = _with(_accept_all_eos_scenario("fastdeploy"), contract=fastdeploy_but("accept_all_eos"))
+    first = _first_failure(scenario, cpu, "fastdeploy")
+    assert (first.kind, first.step, first.tensor) == ("token", 1, "accept_tokens")
+    assert (first.expected, first.actual) == ((1, 13), (1, 5, 9))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_accept_all_guard_kernel_matches_the_reference(framework: str) -> None:
+    xp = _xp(framework)
+    G, k, C, V = 6, 4, 3, 8
+    K1 = k + 1
+    config = _config(num_speculative_tokens=k, max_num_seqs=G, capture_sizes=(G,), vocab_size=16)
+    gen = np.random.default_rng(5)
+    replaced = 0
+    for trial in range(10):
+        counts, cu, rows, ranked, length, token, drafts = _verify_batch(gen, G, K1, C, V)
+        override = np.where(gen.random(G) < 0.2, gen.integers(0, K1, size=G), -1)
+        step_idx, max_dec = gen.integers(0, 10, size=G), gen.integers(5, 30, size=G)
+        eos = np.full((G, MAX_EOS_IDS), -1, dtype=np.int64)
+        eos[:, :2] = gen.integers(0, V, size=(G, 2))  # often one of the drafts
+        buf = allocate_buffers(xp, config)
+        for name, values in (
+            ("seq_lens_this_time", counts),
+            ("stop_flags", np.zeros(G, dtype=bool)),
+            ("seq_lens_encoder", np.zeros(G, dtype=np.int64)),
+            ("cu_seqlens_out", cu),
+            ("accept_override", override),
+            ("step_idx", step_idx),
+            ("max_dec_len", max_dec),
+            ("eos_ids", eos),
+            ("draft_tokens", drafts),
+        ):
+            _put(xp, getattr(buf, name), values)
+        args = (xp.from_numpy(token), xp.from_numpy(ranked), xp.from_numpy(length), G, True, "accept_all")
+        verify_drafts(xp, buf, *args, accept_all_guard=True)
+        got_tokens, got_num = xp.to_host(buf.accept_tokens), xp.to_host(buf.accept_num)
+        for b in np.flatnonzero(counts):
+            inp = VerifyInput(
+                drafts=tuple(int(d) for d in drafts[b, 1 : counts[b]]),
+                step_idx=int(step_idx[b]),
+                max_dec_len=int(max_dec[b]),
+                eos=tuple(int(e) for e in eos[b, :2]),
+                accept_policy="accept_all",
+                override=None if override[b] < 0 else int(override[b]),
+                accept_all_eos="replace",
+            )
+            row = _table_rows(ranked, length, token, int(cu[b]))
+            want = ref_verify(inp, row)
+            replaced += want != ref_verify(dataclasses.replace(inp, accept_all_eos="emit"), row)
+            assert tuple(int(t) for t in got_tokens[b, : got_num[b]]) == want.tokens, (trial, b, inp)
+    assert replaced > 0
+
+
+# ---------------------------------------------------------------------------
+# 9. naive_params "packed_row"
+# ---------------------------------------------------------------------------
+
+
+def _packed_rows_scenario(contract: str, scope: str = "step") -> Scenario:
+    """NAIVE, three slots: a (slot 0) is aborted at step 2, so from then on b (slot 1) has packed row 0
+    and reads slot 0's idle values, and c (slot 2) has row 1 and reads b's top_p, top_k and seed."""
+    config = _config(contract, naive_mode=True, max_num_seqs=3, capture_sizes=(1, 2, 3), graph_scope=scope)
+    requests = (
+        RequestSpec("a", 0, (1, 2, 3), 20, (15,), temperature=1.5, top_p=0.9, seed=5, abort_step=2),
+        RequestSpec("b", 0, (4, 5), 20, (15,), temperature=2.0, top_p=0.6, top_k=4, seed=77),
+        RequestSpec("c", 0, (6, 7, 8), 20, (15,), temperature=3.0, top_p=1.0, seed=M - 3),
+    )
+    return _scenario(config, *requests, num_steps=6)
+
+
+def test_fastdeploy_naive_reads_sampling_values_by_packed_row(fastdeploy_but) -> None:
+    scenario = _packed_rows_scenario("fastdeploy")
+    packed, own = decode(scenario), decode(_with(scenario, contract=fastdeploy_but("naive_params")))
+    assert _plain(packed[:2]) == _plain(own[:2])  # no free slot below a running one yet
+    for rid in ("b", "c"):
+        assert _tokens(packed, rid)[2:] != _tokens(own, rid)[2:]
+
+
+def test_the_reference_finds_what_each_packed_row_reads() -> None:
+    from graphcheck.driver import apply_events
+    from graphcheck.reference.rules import IDLE_PARAMS, SlotParams
+
+    scenario = _packed_rows_scenario("fastdeploy")
+    decoder = ReferenceDecoder(scenario.config)
+    for t in range(3):
+        apply_events(decoder, scenario, t)
+        decoder.step(t, {})
+        reads = decoder._naive_reads
+        if t < 2:
+            assert reads == {r.request_id: SlotParams(r.top_p, r.top_k, r.seed) for r in scenario.requests}
+    assert reads == {"b": IDLE_PARAMS, "c": SlotParams(0.6, 4, 77)}
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_engine_reads_naive_sampling_values_by_packed_row(cpu, scope: str) -> None:
+    _clean(_packed_rows_scenario("fastdeploy", scope), cpu)
+
+
+def test_packed_row_reads_diverge_under_slot_reads(cpu, fastdeploy_but) -> None:
+    scenario = _with(_packed_rows_scenario("fastdeploy"), contract=fastdeploy_but("naive_params"))
+    first = _first_failure(scenario, cpu, "fastdeploy")
+    assert (first.kind, first.step, first.tensor) == ("token", 2, "accept_tokens")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_build_sampling_params_reads_by_packed_row(framework: str) -> None:
+    xp = _xp(framework)
+    config = _config(naive_mode=True, max_num_seqs=4, capture_sizes=(4,))
+    buf = allocate_buffers(xp, config)
+    counts = [0, 1, 1, 0]  # NAIVE: one row per running slot; slots 0 and 3 are free
+    cu = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    values = {"infer_seed": [0, 11, 22, 33], "top_p": [1.0, 0.5, 0.7, 0.9], "top_k": [0, 3, 4, 5]}
+    for name, column in values.items():
+        _put(xp, getattr(buf, name), column)
+    _put(xp, buf.temperature, [1.0, 2.0, 3.0, 4.0])
+    _put(xp, buf.cu_seqlens_out, cu)
+    _put(xp, buf.batch_ids_out, [1, 2, -1])
+    for by_row, slots in ((False, [1, 2]), (True, [0, 1])):
+        seed, top_p, top_k, temperature = (
+            xp.to_host(t).tolist() for t in build_sampling_params(xp, buf, 4, 3, 4, False, params_by_row=by_row)
+        )
+        assert seed == [values["infer_seed"][s] for s in slots] + [0]
+        assert top_p == [values["top_p"][s] for s in slots] + [1.0]
+        assert top_k == [values["top_k"][s] for s in slots] + [0]
+        assert temperature == [2.0, 3.0, 1.0], "temperature: always the row's own slot"
+
+
+# ---------------------------------------------------------------------------
+# 10. covering_eos "uniform"
+# ---------------------------------------------------------------------------
+
+
+def test_eos_ids_covering_the_vocabulary_make_the_row_uniform() -> None:
+    scores = np.arange(24, dtype=np.float64).reshape(3, 8)
+    assert ban_eos(scores, 0, tuple(range(8)), 2) is scores
+    banned = ban_eos(scores, 0, tuple(range(8)), 2, FASTDEPLOY.covering_eos)
+    assert (banned[:2] == BANNED_SCORE).all() and np.array_equal(banned[2], scores[2])
+    assert np.array_equal(probabilities(banned[0], 0.7), np.full(8, 1 / 8))
+    assert ban_eos(scores, 2, tuple(range(8)), 2, "uniform") is scores  # past min_tokens: nothing
+
+
+def _covering_eos_scenario(contract: str, scope: str = "step") -> Scenario:
+    """vocabulary 8, every id an eos: the first token (banned below min_tokens 1) is 0 under a uniform
+    row, 4 (the model's best) when nothing is banned; either stops the request."""
+    config = _config(contract, vocab_size=8, max_candidate_len=3, graph_scope=scope)
+    return _scenario(config, RequestSpec("a", 0, (1, 2, 3), 20, tuple(range(8))), num_steps=3)
+
+
+def test_fastdeploy_bans_every_token_when_the_eos_ids_cover_the_vocabulary(fastdeploy_but) -> None:
+    scenario = _covering_eos_scenario("fastdeploy")
+    assert [(q.accept_tokens, q.stopped) for r in decode(scenario) for q in r.requests] == [((0,), True)]
+    unbanned = decode(_with(scenario, contract=fastdeploy_but("covering_eos")))
+    assert [(q.accept_tokens, q.stopped) for r in unbanned for q in r.requests] == [((4,), True)]
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_engine_bans_every_token_of_a_covered_row(cpu, scope: str) -> None:
+    _clean(_covering_eos_scenario("fastdeploy", scope), cpu)
+
+
+def test_a_uniform_covered_row_diverges_where_nothing_is_banned(cpu, fastdeploy_but) -> None:
+    scenario = _with(_covering_eos_scenario("fastdeploy"), contract=fastdeploy_but("covering_eos"))
+    first = _first_failure(scenario, cpu, "fastdeploy")
+    assert (first.kind, first.step, first.expected, first.actual) == ("token", 0, (4,), (0,))
+
+
+# ---------------------------------------------------------------------------
+# 11. eos_lengths "uniform"
+# ---------------------------------------------------------------------------
+
+
+def _uneven_eos_scenario(contract: str) -> Scenario:
+    config = _config(contract)
+    requests = (
+        RequestSpec("a", 0, (1, 2, 3), 20, (15, 9, 4)),
+        RequestSpec("b", 0, (4, 5), 20, (14,)),
+        RequestSpec("c", 1, (6,), 20, (13, 12)),
+    )
+    return _scenario(config, *requests, num_steps=4)
+
+
+def test_fastdeploy_scenarios_are_fitted_to_one_eos_length() -> None:
+    from graphcheck.check.setup import CheckSetup
+    from graphcheck.scenario import fit_to_contract
+
+    uneven = _uneven_eos_scenario("default")
+    assert fit_to_contract(uneven) is uneven
+    assert CheckSetup().apply(uneven) is uneven
+    for name in ("fastdeploy", "fastdeploy-xpu"):
+        fitted = CheckSetup(contract=name).apply(uneven)
+        assert [r.eos_token_ids for r in fitted.requests] == [(15,), (14,), (13,)]
+        assert fit_to_contract(fitted) is fitted
+    caps = dataclasses.replace(Engine.capabilities, contracts=("fastdeploy",))
+    assert [r.eos_token_ids for r in caps.fit(uneven).requests] == [(15,), (14,), (13,)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(gst.request_scripts(_config("fastdeploy"), 6, min_requests=2, max_eos=4))
+def test_fastdeploy_scripts_draw_eos_lists_of_one_length(script) -> None:
+    assert len({len(r.eos_token_ids) for r in script.requests}) == 1
+
+
+def test_default_scripts_draw_eos_lists_of_many_lengths() -> None:
+    from hypothesis import Phase, find
+
+    strategy = gst.request_scripts(_config("default"), 6, min_requests=2, max_eos=4)
+    quick = settings(phases=[Phase.generate], database=None)
+    find(strategy, lambda script: len({len(r.eos_token_ids) for r in script.requests}) > 1, settings=quick)
 
 
 # ---------------------------------------------------------------------------
@@ -733,4 +1189,10 @@ def test_every_point_of_the_presets_is_covered_here() -> None:
         "verify_window",
         "sampling",
         "max_len_token",
+        "seed_advance_sum",
+        "window_second",
+        "accept_all_eos",
+        "naive_params",
+        "covering_eos",
+        "eos_lengths",
     }

@@ -263,3 +263,64 @@ def test_unreachable_redis_is_a_usage_error(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert "cannot reach the Redis server" in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_database_password_never_reaches_a_message_or_a_description(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphcheck.display import redacted
+    from graphcheck.search.database import DatabaseSpec
+
+    assert redacted("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
+    assert redacted("--database rediss://alice:s3cret@h/1 -j 2") == "--database rediss://alice:***@h/1 -j 2"
+    assert redacted("redis://host:6379/0") == "redis://host:6379/0", "no credentials: unchanged"
+    spec = DatabaseSpec.parse("redis://:s3cret@127.0.0.1:6379/0")
+    assert spec.location.endswith("@127.0.0.1:6379/0") and "s3cret" not in spec.describe()
+    code = main(["run", "--database", f"redis://:s3cret@127.0.0.1:{_free_port()}/0", "--report-dir", str(tmp_path)])
+    assert code == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "redis://:***@127.0.0.1" in err
+
+
+def test_a_database_that_fails_mid_run_warns_once_and_the_run_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from graphcheck.search.database import SurvivingDatabase
+
+    class GoneAway(InMemoryExampleDatabase):
+        def save(self, key: bytes, value: bytes) -> None:
+            raise ConnectionError("Error 111 connecting to redis://:s3cret@127.0.0.1:6379. Connection refused.")
+
+        def fetch(self, key: bytes):
+            raise ConnectionError("Connection refused")
+            yield b""
+
+    db = SurvivingDatabase(GoneAway(), "example database redis://:***@127.0.0.1:6379/0")
+    db.save(b"k", b"v")
+    db.save(b"k", b"w")
+    assert list(db.fetch(b"k")) == []
+    db.delete(b"k", b"v")
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "goes on" in err and "s3cret" not in err
+    assert db.failed is not None and db.failed.startswith("ConnectionError")
+
+
+def test_a_directory_database_on_a_full_disk_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+    import tempfile
+
+    from graphcheck.search.database import DatabaseSpec
+
+    db = DatabaseSpec.parse(str(tmp_path / "db")).open()
+    db.save(b"k", b"kept")
+    assert list(db.fetch(b"k")) == [b"kept"]
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    db.save(b"k", b"lost")
+    assert "warning" in capsys.readouterr().err and db.failed is not None
+    assert list(db.fetch(b"k")) == [b"kept"]

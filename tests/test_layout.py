@@ -38,6 +38,7 @@ SHARED_LEAVES = (
     "graphcheck.errors",
     "graphcheck.schedule",
     "graphcheck.buckets",
+    "graphcheck.display",
 )
 
 

@@ -124,14 +124,16 @@ def _float_demo(model: str):
     return dataclasses.replace(base, config=dataclasses.replace(base.config, model=model))
 
 
-def _nudging(delta: float):
-    """An engine factory whose graph engine reports every score moved by ``delta`` times its magnitude."""
+def _nudging(delta: float, every: int = 1):
+    """An engine factory whose graph engine reports the scores of every ``every``-th step moved by
+    ``delta`` times their magnitude (a kernel's batch-dependent rounding, or a systematic error)."""
     from graphcheck.backends.engine import Engine
 
     class Nudged(Engine):
         def model_report(self):
             report = super().model_report()
-            if not self.use_graphs:
+            self._reported = getattr(self, "_reported", 0) + 1
+            if not self.use_graphs or self._reported % every:
                 return report
             return {
                 rid: ModelStep(rid, step.scores * (1.0 + delta), step.draft_margins, step.draft_runners_up)
@@ -141,22 +143,79 @@ def _nudging(delta: float):
     return Nudged
 
 
-@pytest.mark.parametrize("model", ["float32", "bfloat16"])
-def test_low_bit_noise_in_the_scores_is_within_the_tolerance(model: str) -> None:
+def _calibration(model: str):
+    from graphcheck.backends.devices import resolve
+    from graphcheck.backends.engine import Engine
+    from graphcheck.check.noise import calibration_for
+    from graphcheck.scenario import EngineConfig
+
+    return calibration_for(Engine, resolve("cpu"), EngineConfig(model=model), Engine.capabilities.fit)
+
+
+def _run(model: str, factory):
     from graphcheck.backends.devices import resolve
     from graphcheck.check.lockstep import Lockstep
 
-    outcome = Lockstep(_float_demo(model), resolve("cpu"), engine_factory=_nudging(1e-6)).run()
-    assert outcome.clean and outcome.oracle == "model-agnostic"
+    return Lockstep(_float_demo(model), resolve("cpu"), engine_factory=factory).run()
+
+
+@pytest.mark.parametrize("model", ["float32", "bfloat16"])
+def test_the_band_is_calibrated_from_the_measured_noise_below_the_ceiling(model: str) -> None:
+    from graphcheck.check.noise import EPSILON, MULTIPLE, ULPS
+
+    cal = _calibration(model)
+    assert cal.probed and cal.compared > 0, cal.note
+    assert cal.band == min(cal.ceiling, max(MULTIPLE * cal.floor, ULPS[model] * EPSILON[model]))
+    assert cal.band < cal.ceiling, "the built-in engine's CPU noise is far below the fixed band"
+    outcome = _run(model, _nudging(0.0))
+    assert outcome.clean and outcome.numeric.calibration == cal
+    assert outcome.numeric.largest == 0.0 and outcome.numeric.steps
+
+
+@pytest.mark.parametrize("model", ["float32", "bfloat16"])
+def test_noise_within_the_band_passes(model: str) -> None:
+    band = _calibration(model).band
+    assert _run(model, _nudging(band / 8)).clean, "a constant difference below the drift level"
+    assert _run(model, _nudging(band / 2, every=2)).clean, "under the band and not on every replay"
+
+
+def test_a_small_systematic_difference_under_the_band_is_a_drift() -> None:
+    cal = _calibration("float32")
+    outcome = _run("float32", _nudging(cal.band / 2))
+    assert not outcome.clean
+    assert (outcome.first.tensor, outcome.first.pair) == ("model scores (drift)", "eager vs graph")
 
 
 def test_scores_that_differ_beyond_the_tolerance_fail_the_run() -> None:
-    from graphcheck.backends.devices import resolve
-    from graphcheck.check.lockstep import Lockstep
-
-    outcome = Lockstep(_float_demo("float32"), resolve("cpu"), engine_factory=_nudging(0.05)).run()
+    outcome = _run("float32", _nudging(0.05))
     assert not outcome.clean
     assert (outcome.first.kind, outcome.first.tensor, outcome.first.pair) == ("value", "model scores", "eager vs graph")
+
+
+def _scaled_final_norm(factor: float):
+    """The graph engine's target final-norm gain scaled in place after capture: every replay (and
+    the graph engine's eager steps) computes with the other constant, as a graph-only edit would."""
+    from graphcheck.backends.engine import Engine
+
+    class Scaled(Engine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.use_graphs:
+                gain = self.weights.final_norm
+                gain.mul_(factor) if hasattr(gain, "mul_") else gain.__imul__(factor)
+
+    return Scaled
+
+
+def test_a_graph_only_change_well_under_the_old_band_is_a_divergence() -> None:
+    """A normalisation constant changed by 4e-5 in the graph engine: 25 times under the fixed float32
+    band of 1e-3 (which let it through), far above the measured noise."""
+    cal = _calibration("float32")
+    assert cal.floor < 4e-5 / 16 < 1e-3
+    outcome = _run("float32", _scaled_final_norm(1 + 4e-5))
+    assert not outcome.clean, outcome.numeric
+    assert outcome.first.pair == "eager vs graph"
+    assert 1e-5 < outcome.numeric.largest < 1e-3
 
 
 def test_the_exact_oracle_refuses_a_float_model() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -162,3 +163,64 @@ def test_a_dead_worker_is_a_crash_divergence_on_its_pending_scenario(tmp_path: P
     outcomes, _ = merge_results(_spec(tmp_path, (job, Job(BUILTIN))), found, keep_going=False)
     (crash,) = outcomes
     assert crash.first.kind == "crash" and "crashed" in crash.first.detail
+
+
+@pytest.mark.parametrize("suite", ["myorg/padding", "..", "a" * 300, "tab\there", "ünïcode"])
+def test_a_job_of_any_suite_name_gets_a_safe_distinct_file_name(suite: str) -> None:
+    key = Job(suite, 3).key
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,90}", key), key
+    assert key != Job(suite, 4).key and key != Job(suite + "x", 3).key
+    assert Job("padding", 3).key == "padding-seed3", "plain names are kept as they are"
+
+
+def test_a_job_named_with_a_slash_writes_its_pending_scenario_in_the_results_folder(tmp_path: Path) -> None:
+    from graphcheck.parallel.jobs import pending_path
+
+    job = Job("myorg/padding", 0)
+    path = pending_path(_spec(tmp_path, (job,)), job)
+    assert path.parent == tmp_path and "/" not in path.name
+    path.write_text("{}")  # the folder exists: no FileNotFoundError for a missing "pending-myorg" folder
+
+
+def test_a_job_that_failed_before_running_is_a_clear_error_not_a_divergence(tmp_path: Path) -> None:
+    from graphcheck.parallel.run import ParallelRunError
+
+    job = Job("myorg/padding", 0)
+    found = {job.id: JobResult(job, error="Traceback (most recent call last):\n  ...\nImportError: no module x")}
+    with pytest.raises(ParallelRunError, match="ImportError: no module x") as raised:
+        merge_results(_spec(tmp_path, (job,)), found, keep_going=False)
+    ending = exitcodes.exit_for(raised.value)
+    assert ending is not None and ending.code == exitcodes.INCOMPLETE != exitcodes.DIVERGENCE
+    assert "\n" not in ending.message(raised.value)
+
+
+def test_recorded_names_are_shown_on_one_line() -> None:
+    from graphcheck.display import one_line
+    from graphcheck.parallel.run import job_line
+
+    name = "org/pad\n::error::forged\u202eevil\udc80"
+    assert one_line(name) == "org/pad\\n::error::forged\\u202eevil\\udc80"
+    line = job_line(JobResult(Job(name, 1), 3, 9))
+    assert "\n" not in line and "\u202e" not in line and "::error::forged" in line
+
+
+def test_ctrl_c_under_jobs_reports_what_the_finished_jobs_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphcheck.parallel import run as parallel_run
+
+    def stopped_after_one_job(command, env, results, spec, console, *, quiet):
+        job = spec.jobs[0]
+        found = {job.id: JobResult(job, 5, 20, outcomes=[_outcome("seeds/shrunk", 1, False)])}
+        raise parallel_run._Stopped(found)
+
+    monkeypatch.setattr(parallel_run, "_run_pytest", stopped_after_one_job)
+    args = ["run", "--suite", "seeds", "-j", "2", "--examples", "2", "--database", "none", "--quiet"]
+    code = main([*args, "--report-dir", str(tmp_path)])
+    assert code == exitcodes.INTERRUPTED
+    assert "INTERRUPTED" in capsys.readouterr().out
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for name in ("index.html", "divergences.json", "scenario.json", "fuzz.json"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "divergences.json").read_text())["verdict"] == "divergence"
+    assert json.loads((run_dir / "fuzz.json").read_text())["run"]["interrupted"] is True

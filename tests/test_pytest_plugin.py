@@ -175,12 +175,22 @@ def test_the_plugin_is_inert_without_its_options(tmp_path: Path) -> None:
     [
         (("--graphcheck-profile", "nosuch"), "--graphcheck-profile nosuch: no Hypothesis profile of that name"),
         (("--graphcheck-backend", "tpu"), "invalid choice: 'tpu'"),
+        (("--graphcheck-contract", "bogus"), "bogus"),
+        (("--graphcheck-model", "float32", "--graphcheck-oracle", "exact"), "model-agnostic"),
     ],
 )
 def test_bad_options_are_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
-    root = write_project(tmp_path / "plain", "def test_nothing():\n    pass\n")
+    root = write_project(tmp_path / "plain", "def test_nothing(graphcheck_setup):\n    pass\n")
     run = run_pytest(root, "-p", PLUGIN, *args, autoload=False)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR and message in run.stderr, run.stdout + run.stderr
+
+
+def test_a_malformed_memory_limit_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "bogus")
+    root = write_project(tmp_path / "limit", "def test_nothing():\n    pass\n")
+    run = run_pytest(root, "-p", PLUGIN, autoload=False)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "GRAPHCHECK_MAX_ENGINE_MEMORY" in run.stderr and "reproduce_failure" not in run.stdout + run.stderr
 
 
 def test_an_unavailable_backend_is_an_error_not_a_skip(tmp_path: Path) -> None:

@@ -754,3 +754,52 @@ def test_fuzz_json_says_where_each_suite_diverged(tmp_path: Path) -> None:
     entries = json.loads((tmp_path / "fuzz.json").read_text())["suites"]
     assert [e["where"] for e in entries] == [samples.LOCALISATION.headline(), None, None]
     assert entries[0]["first"] == samples.diverged_outcome().first.headline()
+
+
+# -- a float run's noise ------------------------------------------------------
+
+
+def _float_outcome(drift_at: int | None = None) -> CheckOutcome:
+    from graphcheck.check.noise import Calibration, NumericTrace
+
+    outcome = samples.clean_outcome()
+    cal = Calibration("float32", 1.8e-7, 2.9e-6, 1e-3, compared=12)
+    steps = tuple((t, 0.0 if t < 2 else 4e-7 * t, t % 3 != 0) for t in range(8))
+    if drift_at is not None:
+        steps += ((drift_at, 5e-6, True),)
+    outcome.numeric = NumericTrace(cal, steps)
+    return outcome
+
+
+def test_a_float_runs_noise_is_plotted_against_its_band(tmp_path: Path) -> None:
+    paths = write([_float_outcome(drift_at=8)], tmp_path / "float")
+    html = paths.index_html.read_text(encoding="utf-8")
+    assert "Float differences, eager vs graph" in html
+    assert "measured noise floor 1.8e-07" in html and "band 2.9e-06" in html and "largest difference" in html
+    svg = html[html.index('<svg class="noise"') : html.index("</svg>")]
+    assert svg.count("<circle") == 9 and svg.count('class="rep over"') == 1, "one step over the band"
+    assert svg.count('<circle class="eag') == 3 and "band 2.9e-06" in svg and "floor 1.8e-07" in svg
+    out = json.loads(paths.divergences_json.read_text(encoding="utf-8"))["outcomes"][0]["numeric"]
+    assert (out["floor"], out["band"], out["ceiling"], out["largest"]) == (1.8e-7, 2.9e-6, 1e-3, 5e-6)
+    assert out["steps"][2] == [2, 8e-7, True]
+
+
+def test_the_exact_model_has_no_noise_section(clean_report: ReportPaths) -> None:
+    assert "Float differences" not in clean_report.index_html.read_text(encoding="utf-8")
+    assert json.loads(clean_report.divergences_json.read_text(encoding="utf-8"))["outcomes"][0]["numeric"] is None
+
+
+def test_fuzz_json_keeps_the_calibration_and_the_largest_difference(tmp_path: Path) -> None:
+    from graphcheck.check.noise import NumericTally
+    from graphcheck.search.fuzz import FuzzResult, write_fuzz_summary
+
+    tallies = [NumericTally(), NumericTally()]
+    tallies[0].add(_float_outcome().numeric)
+    tallies[1].add(_float_outcome(drift_at=9).numeric)
+    results = [FuzzResult(f"s{i}", 3, 10, None, 0.5, numeric=t) for i, t in enumerate(tallies)]
+    write_fuzz_summary(tmp_path / "fuzz.json", results)
+    doc = json.loads((tmp_path / "fuzz.json").read_text(encoding="utf-8"))
+    assert doc["numeric"]["largest"] == 5e-6 and doc["numeric"]["examples"] == 2
+    [cal] = doc["numeric"]["calibrations"]
+    assert (cal["floor"], cal["band"], cal["dtype"]) == (1.8e-7, 2.9e-6, "float32")
+    assert doc["suites"][0]["numeric"]["largest"] == 2.8e-6

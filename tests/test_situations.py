@@ -1,5 +1,6 @@
-"""Situations: what one lockstep run reached, the tallies over a search, the table in every output,
-and the steering that makes a ``--profile ci`` run reach every situation at any seed."""
+"""Situations: what one lockstep run reached (anywhere, and on a replayed step), the tallies over a
+search, the table in every output, and the steering that makes a ``--profile ci`` run reach every
+situation on a replayed step at any seed."""
 
 from __future__ import annotations
 
@@ -9,20 +10,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 
 from graphcheck.backends.devices import resolve
 from graphcheck.check.checker import Checker, check_scenario
+from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import (
     SITUATION_NAMES,
     SITUATIONS,
     CoverageTally,
+    SituationsReached,
     involved_situations,
     merged_coverage,
     situation_table,
     situations_hit,
+    situations_reached,
 )
 from graphcheck.cli import main
+from graphcheck.cli.console import situations_table
 from graphcheck.reference import decode
 from graphcheck.scenario import (
     SEED_MODULUS,
@@ -58,11 +63,24 @@ def _request(rid: str, arrival: int = 0, max_dec_len: int = 60, **kw: Any) -> Re
     return RequestSpec(**fields)
 
 
-def _hit(config: EngineConfig, requests: list[RequestSpec], steps: int, accepts: tuple = ()) -> frozenset[str]:
+def _run(config: EngineConfig, requests: list[RequestSpec], steps: int, accepts: tuple = ()) -> CheckOutcome:
     scenario = validate(Scenario(config, tuple(requests), accepts, steps, "t"))
     outcome = check_scenario(scenario, CPU)
     assert outcome.clean, outcome.first.headline() if outcome.first else ""
-    return situations_hit(scenario, outcome)
+    return outcome
+
+
+def _hit(config: EngineConfig, requests: list[RequestSpec], steps: int, accepts: tuple = ()) -> frozenset[str]:
+    outcome = _run(config, requests, steps, accepts)
+    return situations_hit(outcome.scenario, outcome)
+
+
+def _with_eager(outcome: CheckOutcome, *steps: int) -> SituationsReached:
+    """What ``outcome`` reached had the graph engine run ``steps`` eagerly (their records' ``used_graph``
+    cleared): how the count on replayed steps moves with the one record field it reads."""
+    graph = [dataclasses.replace(r, used_graph=False) if r.step in steps else r for r in outcome.records["graph"]]
+    changed = dataclasses.replace(outcome, records={**outcome.records, "graph": graph})
+    return situations_reached(outcome.scenario, changed)
 
 
 # --------------------------------------------------------------------------- reading a run
@@ -162,6 +180,108 @@ def test_the_limit_never_falls_inside_the_drafts() -> None:
     assert limit_stops > 0
 
 
+# --------------------------------------------------------------------------- on a replayed step
+
+
+def test_without_graphs_nothing_is_reached_on_a_replay() -> None:
+    outcome = _run(EngineConfig(capture_sizes=()), [_request("r0")], 4)
+    reached = situations_reached(outcome.scenario, outcome)
+    assert {"k=3", "top_p = 1"} <= reached.anywhere and reached.replayed == frozenset()
+
+
+def test_a_seed_and_a_reasoning_change_count_on_the_step_they_take_effect_in() -> None:
+    config = EngineConfig()
+    # Enters step 2 (a replay) within one increment of the modulus: only step 2's advance crosses it.
+    seed = SEED_MODULUS - 3 * config.seed_increment
+    outcome = _run(config, [_request("r0", seed=seed, reasoning=(ReasoningChange(2, 1),))], 5)
+    assert all(r.used_graph for r in outcome.records["graph"][1:])
+    timed = {"seed near the modulus", "reasoning 0->1"}
+    assert timed <= situations_reached(outcome.scenario, outcome).replayed
+    eager_at_2 = _with_eager(outcome, 2)
+    assert timed <= eager_at_2.anywhere and not timed & eager_at_2.replayed
+    assert "k=3" in eager_at_2.replayed  # the other steps still replay
+    assert timed <= _with_eager(outcome, 3).replayed
+
+
+def _handover(second: int = 2, *, prefill: int | None = 2, arrival: int = 3) -> tuple[list[RequestSpec], tuple]:
+    """r0 forced 2 accepted drafts on its last step (2) and aborted at 3; r1 arrives at ``arrival``
+    (into slot 0: max_num_seqs 1), forced ``prefill`` on its prefill and ``second`` on the step after."""
+    accepts = [AcceptOverride(2, "r0", 2), AcceptOverride(arrival + 1, "r1", second)]
+    if prefill is not None:
+        accepts.append(AcceptOverride(arrival, "r1", prefill))
+    requests = [_request("r0", abort_step=3), _request("r1", arrival=arrival)]
+    return requests, tuple(sorted(accepts, key=lambda a: (a.step, a.request_id)))
+
+
+def test_a_slot_reuse_counts_on_the_new_occupants_first_decode_step() -> None:
+    requests, accepts = _handover()
+    outcome = _run(EngineConfig(max_num_seqs=1), requests, 6, accepts)
+    reuse = {"slot reuse after abort", "leftover accept override", "leftover host override"}
+    assert [r.used_graph for r in outcome.records["graph"]] == [False, True, True, False, True, True]
+    assert reuse <= situations_reached(outcome.scenario, outcome).replayed
+    first_decode_eager = _with_eager(outcome, 4)  # r1's prefill (3) is eager anyway
+    assert reuse <= first_decode_eager.anywhere and not reuse & first_decode_eager.replayed
+    assert reuse <= _with_eager(outcome, 2, 5).replayed  # the previous occupant's steps do not matter
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"second": 1}, {"prefill": None}, {"prefill": 1}, {"arrival": 4}],
+    ids=["other count on the decode step", "prefill not forced", "other count on the prefill", "slot empty a step"],
+)
+def test_the_host_override_needs_the_same_count_from_the_release_on(change: dict[str, Any]) -> None:
+    requests, accepts = _handover(**change)
+    hit = _hit(EngineConfig(max_num_seqs=1), requests, 7, accepts)
+    assert "leftover accept override" in hit and "leftover host override" not in hit
+
+
+def _forget_the_host_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release that resets the slot's device row but forgets the engine's host copy of its override."""
+    from graphcheck.backends.engine.engine import Engine
+
+    release = Engine._release
+
+    def forgetful(self: Any, requests: Any) -> None:
+        kept = self._override_host.copy()
+        release(self, requests)
+        self._override_host = kept
+
+    monkeypatch.setattr(Engine, "_release", forgetful)
+
+
+def test_a_release_that_forgets_the_host_override_shows_in_the_situation(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forget_the_host_override(monkeypatch)
+    config = EngineConfig(max_num_seqs=1)
+    requests, accepts = _handover()
+    outcome = check_scenario(validate(Scenario(config, tuple(requests), accepts, 6, "t")), CPU)
+    assert outcome.first is not None and outcome.first.step == 4  # r1's first decode step
+    requests, accepts = _handover(second=1)  # not the situation: the changed count is written
+    assert check_scenario(validate(Scenario(config, tuple(requests), accepts, 6, "t")), CPU).clean
+
+
+def test_events_that_force_an_eager_step_count_on_the_step_after() -> None:
+    config = EngineConfig(capture_sizes=(1,), max_num_seqs=3)
+    short = [_request(f"r{i}", max_dec_len=2) for i in (1, 2)]  # leave after step 1, the eager fallback
+    outcome = _run(config, [_request("r0"), *short], 4)
+    assert [r.used_graph for r in outcome.records["graph"]] == [False, False, True, True]
+    assert "R above every capture size" in situations_reached(outcome.scenario, outcome).replayed
+    assert "R above every capture size" not in _with_eager(outcome, 2).replayed
+    mixed = _run(EngineConfig(), [_request("r0"), _request("r1", arrival=2)], 5)
+    assert "prefill among decodes" in situations_reached(mixed.scenario, mixed).replayed
+    assert "prefill among decodes" not in _with_eager(mixed, 3).replayed
+
+
+def test_the_handover_recipe_reaches_the_host_override_on_a_replay() -> None:
+    def handover(scenario: Scenario) -> bool:
+        return scenario.requests[0].abort_step is not None  # only the handover shape aborts r0
+
+    config = settings(database=None, derandomize=True, max_examples=500, suppress_health_check=list(HealthCheck))
+    found = find(combination_scenarios(), handover, settings=config)
+    outcome = check_scenario(found, CPU)
+    assert outcome.clean
+    assert "leftover host override" in situations_reached(found, outcome).replayed
+
+
 # --------------------------------------------------------------------------- tallies and tables
 
 
@@ -179,6 +299,51 @@ def test_tallies_add_merge_and_round_trip() -> None:
     assert [r.situation for r in rows] == list(SITUATIONS)
     row = next(r for r in rows if r.situation.name == "k=1")
     assert (row.examples, row.diverging_examples, row.involved) == (2, 1, True)
+
+
+def test_tallies_count_the_replayed_hits_apart() -> None:
+    a, b = CoverageTally(), CoverageTally()
+    a.add({"k=1", "bucket shrinks"}, diverged=False, replayed={"k=1"})
+    a.add_reached(SituationsReached(frozenset({"k=1"}), frozenset({"k=1"})), diverged=True)
+    b.add({"k=1", "NAIVE mode"}, diverged=False, replayed={"NAIVE mode", "k=4"})  # only what it hit counts
+    total = merged_coverage([a, b])
+    assert total.hits == {"k=1": 3, "bucket shrinks": 1, "NAIVE mode": 1}
+    assert total.replayed == {"k=1": 2, "NAIVE mode": 1}
+    assert CoverageTally.from_dict(json.loads(json.dumps(total.to_dict()))) == total
+    assert CoverageTally.from_dict({"examples": 1, "hits": {"k=1": 1}}).replayed == {}  # an older job's file
+    assert "bucket shrinks" in total.missing_on_replay() and "bucket shrinks" not in total.missing()
+    assert "k=1" not in total.missing_on_replay()
+    rows = {r.situation.name: r for r in situation_table(total)}
+    assert (rows["k=1"].examples, rows["k=1"].replayed_examples) == (3, 2)
+    assert rows["bucket shrinks"].to_dict()["replayed_examples"] == 0
+    assert rows["k=1"].to_dict()["on_replay"] == rows["k=1"].situation.on_replay
+
+
+def test_every_table_shows_the_replayed_column_next_to_the_count(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from graphcheck.report.html import render_html
+    from graphcheck.report.model import RunInfo
+
+    tally = CoverageTally()
+    tally.add({"k=1", "bucket shrinks"}, diverged=False, replayed={"k=1"})
+    tally.add({"k=1"}, diverged=False)
+    rows = situation_table(tally)
+    console = Console(record=True, width=400, color_system=None)
+    console.print(situations_table(rows))
+    text = console.export_text()
+    n = len(SITUATIONS)
+    assert f"situations reached: 2 of {n}, on a replayed step: 1 of {n}" in text
+    assert "k=1 2/1" in text and "bucket shrinks 1/0" in text and "NAIVE mode 0/0" in text
+    outcome = _run(EngineConfig(), [_request("r0")], 3)
+    page = render_html(
+        [outcome], RunInfo("t", "cpu", "emulated"), command="c", replay="r", scenario_file="s.json", situations=rows
+    )
+    table = page.split('id="situation-table"', 1)[1].split("</table>", 1)[0]
+    assert '<th class="num">examples</th><th class="num">on a replay</th>' in table
+    k1 = table.split('<td class="nowrap mono">k=1</td>', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num">2</td><td class="num">1</td>' in k1
+    assert f"reached 2 of {n} situations that graph-capture bugs hide in, 1 of them on a replayed step" in page
 
 
 def test_involved_situations_come_from_failing_outcomes_only() -> None:
@@ -203,6 +368,12 @@ def test_a_search_tallies_every_example_and_writes_the_table(tmp_path: Path) -> 
     assert data["suites"][0]["situations"] == dict(sorted(result.coverage.hits.items()))
     assert data["situations_missing"] == result.coverage.missing()
     assert next(r for r in data["situations"] if r["situation"] == "k=1")["involved"] is True
+    assert 0 < sum(result.coverage.replayed.values()) <= sum(result.coverage.hits.values())
+    assert data["suites"][0]["situations_replayed"] == dict(sorted(result.coverage.replayed.items()))
+    assert data["situations_missing_on_replay"] == result.coverage.missing_on_replay()
+    assert [r["replayed_examples"] for r in data["situations"]] == [
+        result.coverage.replayed.get(name, 0) for name in SITUATION_NAMES
+    ]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
@@ -228,11 +399,13 @@ def _run_ci(seed: int, out: Path, capsys: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("seed", fast_first(range(5), 0))
-def test_a_ci_run_reaches_every_situation(seed: int, tmp_path: Path, capsys: Any) -> None:
+def test_a_ci_run_reaches_every_situation_on_a_replayed_step(seed: int, tmp_path: Path, capsys: Any) -> None:
     found = _run_ci(seed, tmp_path, capsys)
     assert found["fuzz"]["situations_missing"] == []
+    assert found["fuzz"]["situations_missing_on_replay"] == []
     assert 'id="situation-table"' in found["html"]
-    assert f"situations reached: {len(SITUATIONS)} of {len(SITUATIONS)}" in found["console"]
+    n = len(SITUATIONS)
+    assert f"situations reached: {n} of {n}, on a replayed step: {n} of {n}" in found["console"]
 
 
 def test_a_parallel_job_carries_its_tally() -> None:

@@ -18,6 +18,7 @@ ALLOWED = {
     "naive_mode",
     "tokens_per_request",
     "seed_increment",
+    "contract",  # its eos_lengths (one eos length per script under fastdeploy)
 }
 
 

@@ -46,11 +46,12 @@ logits / 8, or the float logits). ``model_report()`` reads back what the model
 produced in the last step (``graphcheck.model_report``).
 
 Contract. The kernels follow ``config.contract`` (``graphcheck.contract``,
-``Engine.contract``): when ``infer_seed`` advances and how row seeds are formed
-(``build_sampling_params``), the eos ban below ``min_tokens`` (``ban_eos``, after
-``model_scores``), one eos list per batch (written into the running slots' ``eos_ids``
-rows at admission) and the TOPP verify window (``verify_drafts``). docs/adapters.md
-lists each point; under ``default`` the step runs the kernels it always ran.
+``Engine.contract``): when and how ``infer_seed`` advances, how row seeds are formed
+and where NAIVE reads its sampling values (``build_sampling_params``), the eos ban below
+``min_tokens`` (``ban_eos``, after ``model_scores``), one eos list per batch (written into
+the running slots' ``eos_ids`` rows at admission), the TOPP verify window and the accept_all
+eos guard (``verify_drafts``). docs/adapters.md lists each point; under ``default`` the
+step runs the kernels it always ran.
 
 Faults (all off unless injected) switch a real path, here or in the kernel this
 module hands a keyword flag: ``graphcheck.backends.engine.faults`` lists each
@@ -582,11 +583,13 @@ class Engine:
                 advance,
                 seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
                 wrap_row_seeds=self.contract.row_seed == "int64_wrap",
+                wrap_seed_advance=self.contract.seed_advance_sum == "int64_wrap",
+                params_by_row=cfg.naive_mode and self.contract.naive_params == "packed_row",
             )
         )
         scores = model_scores(xp, buf, logits, self._score_scale)
         if self.contract.min_tokens > 0:  # after model_scores: the model report keeps the scores unbanned
-            scores = ban_eos(xp, buf, scores, self.contract.min_tokens)
+            scores = ban_eos(xp, buf, scores, self.contract.min_tokens, self.contract.covering_eos == "uniform")
         if cfg.verify_strategy == "topp" and not cfg.naive_mode:
             tokens, cand_ids, cand_len = topp_candidates(xp, scores, params, cfg.max_candidate_len)
         else:
@@ -604,6 +607,8 @@ class Engine:
             cfg.accept_policy,
             reasoning_rule=reasoning_rule,
             verify_window=self.contract.verify_window,
+            window_stored=self.contract.window_second == "stored",
+            accept_all_guard=self.contract.accept_all_eos == "replace",
         )
 
     def _advances_seed(self) -> bool:
@@ -677,7 +682,7 @@ class Engine:
         hidden, logits = self._target_forward(tokens, rows, self._attention_tables())
         self._sample_and_verify(R, rows, logits, graph_step=False)
         if self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH) and self._advances_seed():  # host-driven, eager steps only
-            advance_infer_seed(xp, buf, R, cfg.seed_increment)
+            advance_infer_seed(xp, buf, R, cfg.seed_increment, self.contract.seed_advance_sum == "int64_wrap")
         update_model_status(xp, buf, R, cfg.naive_mode)
         if not cfg.naive_mode:
             self._propose(R, hidden, exact=True)

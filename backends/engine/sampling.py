@@ -33,9 +33,10 @@ def running_mask(xp, buf, num_slots):
     return xp.logical_and(xp.gt(buf.seq_lens_this_time[:num_slots], 0), xp.logical_not(buf.stop_flags[:num_slots]))
 
 
-def _advance_seed(xp, buf, num_slots, increment):
+def _advance_seed(xp, buf, num_slots, increment, wrap: bool = False):
     G = num_slots
-    xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add_mod(xp, buf.infer_seed[:G], increment))
+    add = add_int64_rem if wrap else add_mod
+    xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add(xp, buf.infer_seed[:G], increment))
 
 
 @kernel
@@ -49,6 +50,8 @@ def build_sampling_params(
     *,
     seed_by_row: bool = False,
     wrap_row_seeds: bool = False,
+    wrap_seed_advance: bool = False,
+    params_by_row: bool = False,
 ):
     """Expand per-slot sampling params to rows; advance ``infer_seed`` in place.
 
@@ -56,36 +59,43 @@ def build_sampling_params(
     configuration (``Contract.advances_seed``), and under the naive-seed-frozen and
     seed-advance-outside-graph faults; ``seed_by_row`` (seed-indexed-by-token)
     takes a row's base seed from ``infer_seed[row]`` instead of its slot's.
-    ``wrap_row_seeds``: the contract's ``int64_wrap`` row seeds (``rng.add_int64_rem``,
-    negative near the modulus) instead of ``add_mod``.
+    ``wrap_row_seeds`` / ``wrap_seed_advance``: the contract's ``int64_wrap`` row seeds and
+    seed advance (``rng.add_int64_rem``, negative near the modulus) instead of ``add_mod``.
+    ``params_by_row``: the contract's NAIVE ``packed_row`` reads: row r takes top_p, top_k
+    and its base seed from slot r (temperature stays its own slot's).
     """
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
     slot = xp.where(valid, owner, 0)
     local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
-    seed_index = xp.clip(xp.arange(N), 0, int(buf.infer_seed.shape[0]) - 1) if seed_by_row else slot
+    by_row = xp.clip(xp.arange(N), 0, int(buf.infer_seed.shape[0]) - 1)
+    seed_index = by_row if seed_by_row or params_by_row else slot
+    read = by_row if params_by_row else slot
     base = xp.index_select(buf.infer_seed, seed_index, 0)
     row_seed = add_int64_rem if wrap_row_seeds else add_mod
     seed = xp.where(valid, row_seed(xp, base, xp.maximum(local, 0) * 4), 0)
-    top_p = xp.where(valid, xp.index_select(buf.top_p, slot, 0), 1.0)
-    top_k = xp.where(valid, xp.index_select(buf.top_k, slot, 0), 0)
+    top_p = xp.where(valid, xp.index_select(buf.top_p, read, 0), 1.0)
+    top_k = xp.where(valid, xp.index_select(buf.top_k, read, 0), 0)
     temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
 
     if advance_seed:
-        _advance_seed(xp, buf, G, increment)
+        _advance_seed(xp, buf, G, increment, wrap_seed_advance)
     return seed, top_p, top_k, temperature
 
 
 @kernel
-def advance_infer_seed(xp, buf, num_slots: int, increment: int) -> None:
-    """The seed advance of :func:`build_sampling_params` on its own.
+def advance_infer_seed(xp, buf, num_slots: int, increment: int, wrap: bool = False) -> None:
+    """The seed advance of :func:`build_sampling_params` on its own (``wrap``: ``int64_wrap``).
 
     Only the seed-advance-outside-graph fault calls it (after eager steps):
     a correct engine advances inside the op a graph captures.
     """
-    _advance_seed(xp, buf, num_slots, increment)
+    _advance_seed(xp, buf, num_slots, increment, wrap)
 
+
+#: Every score of a row whose eos ids, all banned, cover the vocabulary (``reference.rules.BANNED_SCORE``).
+BANNED_SCORE = -1e10
 
 #: The integer model's logits enter sampling divided by this (README §4: ``z = logits / 8``).
 EXACT_SCORE_SCALE = 8.0
@@ -108,12 +118,13 @@ def model_scores(xp, buf, logits, scale: float):
 
 
 @kernel
-def ban_eos(xp, buf, scores, min_tokens: int):
+def ban_eos(xp, buf, scores, min_tokens: int, covering_uniform: bool = False):
     """The contract's ``min_tokens``: ``scores`` with every eos id of a row's slot at minus
     infinity in the rows j of a slot where ``step_idx + j < min_tokens`` (``reference.rules.ban_eos``).
 
     Returns new scores; ``buf.step_scores`` (the model report) keeps the scores before the ban.
-    A row whose eos ids cover the whole vocabulary is left as it is; padding rows too.
+    A row whose eos ids cover the whole vocabulary is left as it is (``covering_eos`` ``unbanned``)
+    or has every score at ``BANNED_SCORE`` (``covering_uniform``); padding rows are left as they are.
     """
     N, V = int(scores.shape[0]), int(scores.shape[1])
     owner = buf.batch_ids_out[:N]
@@ -125,8 +136,14 @@ def ban_eos(xp, buf, scores, min_tokens: int):
     vocab = xp.reshape(xp.arange(V), (1, 1, V))
     is_eos = xp.any(xp.eq(xp.unsqueeze(eos, 2), vocab), 1)  # [N, V]
     some_left = xp.lt(xp.sum(xp.astype(is_eos, xp.int64), -1), V)
-    banned = xp.logical_and(xp.logical_and(valid, young), some_left)
-    return xp.where(xp.logical_and(is_eos, xp.unsqueeze(banned, 1)), float("-inf"), scores)
+    in_ban = xp.logical_and(valid, young)
+    banned = xp.logical_and(in_ban, some_left)
+    out = xp.where(xp.logical_and(is_eos, xp.unsqueeze(banned, 1)), float("-inf"), scores)
+    if covering_uniform:
+        covered = xp.logical_and(in_ban, xp.logical_not(some_left))
+        # A covered row is eos at every id: masking with is_eos keeps the mask [N, V].
+        out = xp.where(xp.logical_and(is_eos, xp.unsqueeze(covered, 1)), BANNED_SCORE, out)
+    return out
 
 
 def probabilities(xp, scores, temperature):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from graphcheck.backends.engine.sampling import first_true, running_mask
 from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.contract import ACCEPT_ALL_EOS_STANDIN
 
 
 def eos_scan(xp, tokens, count, step_idx, max_dec_len, eos_ids):
@@ -57,6 +58,8 @@ def verify_drafts(
     *,
     reasoning_rule: bool = True,
     verify_window: int = 0,
+    window_stored: bool = False,
+    accept_all_guard: bool = False,
 ) -> None:
     """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
 
@@ -65,7 +68,10 @@ def verify_drafts(
     ``use_candidates``), else unused. ``reasoning_rule`` is False only under
     the reasoning-rule-skipped-in-graph fault: reasoning_status 1 then no
     longer rejects the drafts. ``verify_window``: the contract's TOPP verify
-    window (0: off; see :func:`_window_walk`).
+    window (0: off; see :func:`_window_walk`); ``window_stored``: its ``window_second``
+    ``stored`` (a one-candidate row's second candidate reads 0). ``accept_all_guard``: the
+    contract's ``accept_all_eos`` ``replace``: under accept_all an eos draft (not one an
+    override accepts) is emitted as ``ACCEPT_ALL_EOS_STANDIN``.
     """
     G = num_slots
     K1 = int(buf.draft_tokens.shape[1])
@@ -79,8 +85,9 @@ def verify_drafts(
     drafts = xp.concat([buf.draft_tokens[:G, 1:], xp.full((G, 1), -1, xp.int64)], 1)  # d_{i+1}
     if use_candidates:
         cands = _rows_of(xp, cand_ids, row)  # [G, K1, C]
+        lens = _rows_of(xp, cand_len, row)  # [G, K1]
         C = int(cand_ids.shape[1])
-        in_len = xp.lt(xp.reshape(xp.arange(C), (1, 1, C)), xp.unsqueeze(_rows_of(xp, cand_len, row), 2))
+        in_len = xp.lt(xp.reshape(xp.arange(C), (1, 1, C)), xp.unsqueeze(lens, 2))
         match = xp.any(xp.logical_and(xp.eq(cands, xp.unsqueeze(drafts, 2)), in_len), -1)
     else:
         match = xp.eq(drafts, row_token)
@@ -97,7 +104,7 @@ def verify_drafts(
     has_draft = xp.lt(cols, xp.unsqueeze(n, 1) - 1)
     accept = xp.logical_and(xp.logical_and(has_draft, xp.unsqueeze(phase1, 1)), decision)
     if use_candidates and verify_window > 0 and accept_policy == "normal":
-        window = _window_starts(xp, cands, drafts, has_draft, verify_window)
+        window = _window_starts(xp, cands, drafts, has_draft, verify_window, lens if window_stored else None)
         window = xp.logical_and(xp.logical_and(window, xp.unsqueeze(phase1, 1)), xp.lt(override, 0))
         accepted = _window_walk(xp, accept, window, verify_window)
     else:
@@ -105,6 +112,8 @@ def verify_drafts(
 
     bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
     a2 = xp.unsqueeze(accepted, 1)
+    if accept_all_guard and accept_policy == "accept_all":
+        drafts = _guard_eos_drafts(xp, drafts, buf.eos_ids[:G], xp.lt(override, 0))
     emitted = xp.where(xp.lt(cols, a2), drafts, xp.where(xp.eq(cols, a2), bonus, -1))
     out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G])
     xp.masked_assign_(buf.accept_tokens, slice(0, G), running, out)
@@ -119,18 +128,28 @@ def _shift_left(xp, x, by: int, fill):
     return xp.concat([x[:, by:], xp.full((G, by), fill, x.dtype)], 1)
 
 
-def _window_starts(xp, cands, drafts, has_draft, w: int):
+def _guard_eos_drafts(xp, drafts, eos_ids, unforced):
+    """``drafts`` [G, K1] with each eos id of its slot (``eos_ids`` [G, E], -1 padded) replaced by
+    ``ACCEPT_ALL_EOS_STANDIN`` in the slots ``unforced`` [G, 1] marks (no accept override)."""
+    is_eos = xp.any(xp.eq(xp.unsqueeze(drafts, 2), xp.unsqueeze(eos_ids, 1)), -1)
+    is_eos = xp.logical_and(xp.logical_and(is_eos, xp.ge(drafts, 0)), unforced)
+    return xp.where(is_eos, ACCEPT_ALL_EOS_STANDIN, drafts)
+
+
+def _window_starts(xp, cands, drafts, has_draft, w: int, lens=None):
     """[G, K1] bool: the verify window holds at column i (``reference.verify._window_holds``).
 
     Draft i equals its row's second-ranked candidate, and each draft i + j (j = 1..w, all of
     them drafts of the slot) equals row i + j's first-ranked one. ``cands`` [G, K1, C] hold
-    each row's candidates in rank order, whatever the accepted length.
+    each row's candidates in rank order, whatever the accepted length; with ``lens`` [G, K1]
+    (``window_second`` ``stored``) a row of one candidate has second candidate 0.
     """
     C = int(cands.shape[2])
     if C < 2:
         return xp.full(tuple(drafts.shape), False, xp.bool)
     top = cands[:, :, 0]
-    holds = xp.logical_and(xp.eq(drafts, cands[:, :, 1]), _shift_left(xp, has_draft, w, False))
+    second = cands[:, :, 1] if lens is None else xp.where(xp.eq(lens, 1), 0, cands[:, :, 1])
+    holds = xp.logical_and(xp.eq(drafts, second), _shift_left(xp, has_draft, w, False))
     for j in range(1, w + 1):
         holds = xp.logical_and(holds, xp.eq(_shift_left(xp, drafts, j, -1), _shift_left(xp, top, j, -2)))
     return holds

@@ -31,7 +31,8 @@ from graphcheck.check.bucket_check import check_graph_count, check_host_values, 
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
 from graphcheck.check.memory_gate import admit
-from graphcheck.check.numeric import Parting, diff_engines_numeric, tolerance_for
+from graphcheck.check.noise import DRIFT_STEPS, NumericTrace, calibration_for
+from graphcheck.check.numeric import DriftWatch, Parting, diff_engines_numeric, largest_difference, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
 from graphcheck.check.recompute import RecomputeCheck
@@ -184,7 +185,15 @@ class Lockstep:
         )
         self._engine_label = engine_label
         self.eager = self.graph = None
-        self._tolerance = tolerance_for(scenario.config.model)
+        self._calibration = None
+        if tolerance_for(scenario.config.model) is not None:
+            self._calibration = calibration_for(factory, backend, scenario.config, self.capabilities.fit)
+        self._tolerance = self._calibration.tolerance() if self._calibration is not None else None
+        self._drift = (
+            DriftWatch(self._calibration.drift_level, DRIFT_STEPS, self._calibration.band)
+            if self._calibration is not None
+            else None
+        )
         self._parting = Parting()
         self._reports: dict[str, Any] = {}
         self._memory_baseline: int | None = None
@@ -259,6 +268,8 @@ class Lockstep:
             else:
                 self._drain()
         self.outcome.elapsed_s = time.perf_counter() - started
+        if self._calibration is not None:
+            self.outcome.numeric = NumericTrace(self._calibration, tuple(self._drift.trace))
         if self.outcome.device_error is None:
             self.release()
         if self.timings is not None:
@@ -347,7 +358,8 @@ class Lockstep:
         if self._tolerance is None or not callable(getattr(self.graph, "recompute_scores", None)):
             return None
         prompts = {r.request_id: r.prompt for r in self.scenario.requests}
-        return RecomputeCheck(self.graph, prompts, self._tolerance, "graph")
+        # Another model path (no cache, no batching, other kernels) than the probe measured: the ceiling.
+        return RecomputeCheck(self.graph, prompts, tolerance_for(self.scenario.config.model), "graph")
 
     def _phase(self, name: str) -> AbstractContextManager[None]:
         """Time the ``with`` body into ``timings.<name>``; a shared no-op when not timing."""
@@ -389,6 +401,10 @@ class Lockstep:
             reports = (self._reports.get("eager", {}), self._reports.get("graph", {}))
             expected = self.oracle.expected_per_engine()
             found = diff_engines_numeric(eager, graph, reports, self._tolerance, self._parting, slots, expected)
+            delta = largest_difference(eager, graph, reports, self._parting.parted)
+            drift = self._drift.add(eager.step, delta, records["graph"].used_graph)
+            if drift is not None:
+                found.append(drift)
         found += self.oracle.diff(ref, {"eager": eager, "graph": graph}, slots)
         g = records["graph"]
         found += self._address(g) + self._shape(g, records["eager"]) + self._memory(g)

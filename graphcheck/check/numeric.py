@@ -53,13 +53,93 @@ class Tolerance:
         return np.isclose(e, a, rtol=0.0, atol=bound, equal_nan=True)
 
 
-#: Measured headroom over what eager vs graph differ by on CPU and on an H200 (docs/adapters.md).
+#: The ceilings: the bands of an engine whose noise could not be measured (``graphcheck.check.noise``
+#: calibrates the band of every other engine from its measured noise, below these).
 TOLERANCES = {"float32": Tolerance("float32", 1e-3), "bfloat16": Tolerance("bfloat16", 6e-2)}
 
 
 def tolerance_for(model: str) -> Tolerance | None:
-    """The tolerance of a float model; None for the exact model (compared bit for bit)."""
+    """The ceiling tolerance of a float model; None for the exact model (compared bit for bit)."""
     return TOLERANCES.get(model)
+
+
+def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| over finite entries, relative to the larger magnitude (at least 1): what a band bounds."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return 0.0
+    a, b = a[finite], b[finite]
+    scale = max(1.0, float(np.max(np.abs(a))), float(np.max(np.abs(b))))
+    return float(np.max(np.abs(a - b))) / scale
+
+
+def largest_difference(
+    eager: StepResult, graph: StepResult, reports: tuple[Mapping[str, Any], Mapping[str, Any]], parted: set[str]
+) -> float | None:
+    """The largest relative score difference eager vs graph this step, over the requests both ran with
+    the same tokens (None when there is none to compare)."""
+    e_by, g_by = eager.by_id(), graph.by_id()
+    found = None
+    for rid in sorted((set(e_by) & set(g_by)) - parted):
+        if e_by[rid].accept_tokens != g_by[rid].accept_tokens:
+            continue
+        e_rows, g_rows = _rows(reports[0].get(rid)), _rows(reports[1].get(rid))
+        if e_rows is None or g_rows is None or e_rows.shape != g_rows.shape:
+            continue
+        delta = relative_difference(e_rows, g_rows)
+        found = delta if found is None else max(found, delta)
+    return found
+
+
+@dataclass
+class DriftWatch:
+    """Differences under the band that are there on every replay: systematic, not noise.
+
+    ``add`` takes each step's largest difference; ``steps`` replays in a row above
+    ``level`` are a drift (reported once). ``trace`` keeps every step's difference,
+    for reports (difference against band, step by step).
+    """
+
+    level: float
+    steps: int
+    band: float
+    trace: list[tuple[int, float, bool]] = field(default_factory=list)  # (step, difference, replayed)
+    _run: list[tuple[int, float]] = field(default_factory=list)
+    _reported: bool = False
+
+    def add(self, step: int, delta: float | None, replayed: bool) -> Divergence | None:
+        if delta is None:
+            return None
+        self.trace.append((step, delta, replayed))
+        if not replayed:
+            return None  # the graph engine's eager steps do not break a run of replays
+        if delta <= self.level or delta > self.band:  # noise, or already a divergence of its own
+            self._run.clear()
+            return None
+        self._run.append((step, delta))
+        if len(self._run) < self.steps or self._reported:
+            return None
+        self._reported = True
+        first = self._run[0][0]
+        return Divergence(
+            "value",
+            step,
+            "model scores (drift)",
+            PAIR,
+            f"<= {self.level:.3g} on some replay",
+            max(d for _, d in self._run),
+            detail=(
+                f"scores differ by more than {self.level:.3g} of their magnitude on {len(self._run)} replays in a "
+                f"row (steps {first}..{step}), under the band {self.band:.3g}: a systematic difference, not noise"
+            ),
+        )
+
+    @property
+    def largest(self) -> float:
+        return max((d for _, d, _ in self.trace), default=0.0)
 
 
 @dataclass
@@ -221,4 +301,14 @@ def _ambiguous(d: Divergence, why: str) -> Divergence:
     return replace(d, ambiguous=True, detail=f"{why}; the request is compared with its oracle only from here")
 
 
-__all__ = ["PAIR", "Parting", "TOLERANCES", "Tolerance", "diff_engines_numeric", "tolerance_for"]
+__all__ = [
+    "PAIR",
+    "DriftWatch",
+    "Parting",
+    "TOLERANCES",
+    "Tolerance",
+    "diff_engines_numeric",
+    "largest_difference",
+    "relative_difference",
+    "tolerance_for",
+]

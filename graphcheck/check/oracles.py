@@ -4,8 +4,11 @@ Two oracles, chosen per run (``ORACLES``):
 
 * ``exact``: the NumPy reference computes the integer model and every rule
   after it; one reference, compared with both engines (pairs
-  "reference vs eager" / "reference vs graph"). After an ambiguous mismatch a
-  request is no longer compared with it.
+  "reference vs eager" / "reference vs graph"). After an ambiguous mismatch it
+  adopts the graph engine's outcome (eager and graph are compared bit for bit
+  apart) and keeps checking, so what the request's new course changes for the
+  others (admission, the batch eos list) is followed too; an outcome no step
+  could have emitted is not adopted, and the request is then no longer compared.
 * ``model-agnostic``: for an engine that runs its own model. One
   ``ModelAgnosticOracle`` per engine takes that engine's model report and
   recomputes everything downstream (pairs "oracle vs eager" / "oracle vs
@@ -96,7 +99,17 @@ class ExactOracle:
         for source in ("eager", "graph"):
             pair = f"reference vs {source}"
             found += diff_steps(expected, results[source], pair, state=self._states[pair], slots=slots)
+        self._adopt(found, results["graph"])
         return found
+
+    def _adopt(self, found: list[Divergence], graph: StepResult) -> None:
+        """Follow the graph engine's outcome of every request whose mismatch was ambiguous (as the
+        model-agnostic oracle follows its engine's), and compare the request again from there."""
+        seen = graph.by_id()
+        for rid in sorted({d.request_id for d in found if d.ambiguous and d.request_id in seen}):
+            if self.decoder.adopt(seen[rid]):
+                for state in self._states.values():
+                    state.tainted.discard(rid)
 
 
 class AgnosticOracles:

@@ -148,6 +148,8 @@ class CheckOutcome:
     oracle: str = "exact"
     #: The engine checked: ``builtin`` or the ``--engine`` SPEC (graphcheck.check.engines).
     engine: str = "builtin"
+    #: A float model's calibration and step-by-step differences (graphcheck.check.noise.NumericTrace).
+    numeric: Any = None
 
     @property
     def failures(self) -> list[Divergence]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from graphcheck.check.oracles import ORACLE_CHOICES, OracleError, resolve_oracle
 from graphcheck.contract import CONTRACT_NAMES
-from graphcheck.scenario import MODELS, EngineConfig, Scenario
+from graphcheck.scenario import MODELS, EngineConfig, Scenario, fit_to_contract
 
 #: ``--model float`` is float32.
 MODEL_ALIASES = {"float": "float32"}
@@ -51,15 +51,16 @@ class CheckSetup:
         return self == CheckSetup()
 
     def apply(self, scenario: Scenario) -> Scenario:
-        """``scenario`` with this setup's model and contract (unchanged where they are None)."""
+        """``scenario`` with this setup's model and contract (unchanged where they are None), fitted to
+        that contract (``graphcheck.scenario.fit_to_contract``: e.g. one eos length under fastdeploy)."""
         changes: dict[str, Any] = {}
         if self.model is not None and scenario.config.model != self.model:
             changes["model"] = self.model
         if self.contract is not None and scenario.config.contract != self.contract:
             changes["contract"] = self.contract
-        if not changes:
-            return scenario
-        return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, **changes))
+        if changes:
+            scenario = dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, **changes))
+        return fit_to_contract(scenario)
 
     def oracle_for(self, scenario: Scenario) -> str:
         """The oracle ``scenario`` is checked with (OracleError when impossible)."""

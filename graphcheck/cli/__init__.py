@@ -3,7 +3,8 @@
 ``run``, ``replay``, ``doctor``, ``faults``, ``catalog`` and ``bench`` each live
 in the module of that name; ``common`` holds what they share. Only this package
 knows exit codes (``exitcodes``): 0 clean, 1 divergence, 2 usage error or bad
-input, 3 backend unavailable, 130 interrupted (Ctrl-C). ``main`` maps the
+input, 3 backend unavailable, 4 the run could not finish, 130 interrupted (Ctrl-C,
+SIGTERM, SIGHUP). ``main`` maps the
 domain's errors (``graphcheck.errors``) to them through one table,
 ``exitcodes.EXITS``; a user error prints one line on stderr, never a traceback.
 """
@@ -11,8 +12,11 @@ domain's errors (``graphcheck.errors``) to them through one table,
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from typing import Sequence
+import threading
+from typing import Iterator, Sequence
 
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
@@ -48,15 +52,41 @@ def _dispatch(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
-        args.argv = ["graphcheck", *argv]
-        return _dispatch(args)
+        with stops_as_interrupts():
+            args = build_parser().parse_args(argv)
+            args.argv = ["graphcheck", *argv]
+            return _dispatch(args)
     except BaseException as err:  # the table decides; what it does not list goes on as it came
         ending = exitcodes.exit_for(err)
         if ending is None:
             raise
         print(ending.message(err), file=sys.stderr)
         return ending.code
+
+
+#: Signals that stop a run as Ctrl-C does: a time limit's SIGTERM (``timeout``, Kubernetes, CI
+#: runners) and a closed terminal's SIGHUP.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def stops_as_interrupts() -> Iterator[None]:
+    """While the body runs, SIGTERM and SIGHUP raise KeyboardInterrupt as SIGINT does, so a run
+    stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C
+    does. Handlers are installed only from the main thread (Python allows no other)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 __all__ = ["main"]

@@ -19,6 +19,7 @@ from graphcheck.check.engines import EngineChoice
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import SituationRow
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 from graphcheck.search.database import ENV_VAR as DATABASE_ENV
 from graphcheck.search.database import DatabaseSpec
@@ -169,7 +170,7 @@ def write_reports(
     paths = write_report(
         outcomes,
         plan.out_dir,
-        command=" ".join(args.argv),
+        command=redacted(" ".join(args.argv)),
         run_info=info,
         suites=suites,
         extra_files=summary,
@@ -212,11 +213,18 @@ def publish_github(
             outcomes,
             info,
             paths,
-            command=" ".join(args.argv),
+            command=redacted(" ".join(args.argv)),
             suites=github.suite_lines(fuzzed),
             ci=github.CiContext.from_env(),
         )
     )
+
+
+def report_unwritten(out_dir: Path, err: OSError) -> str:
+    """The line that says the verdict above stands but its report could not be written (exit
+    ``REPORT_UNWRITTEN``, never the code of a divergence)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"report: NOT WRITTEN in {out_dir} ({reason}); the verdict above stands, its files are missing"
 
 
 __all__ = [
@@ -226,6 +234,7 @@ __all__ = [
     "claim_run_dir",
     "make_dir",
     "open_database",
+    "report_unwritten",
     "pick_suites",
     "publish_github",
     "run_info",

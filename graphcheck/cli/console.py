@@ -78,22 +78,29 @@ def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]
 
 
 def situations_table(rows: Sequence[SituationRow]) -> Table:
-    """The situation table, one row per group: each situation with the examples that reached it.
+    """The situation table, one row per group: each situation with the examples that reached it and,
+    after a slash, those of them that reached it on a replayed step (``name 12/5``).
 
-    A situation no example reached is red (``name 0``); one the reported diverging
-    scenario reaches is marked ``!``.
+    A situation no example reached is red (``name 0/0``), one reached but never on a replayed
+    step yellow (``name 12/0``); one the reported diverging scenario reaches is marked ``!``.
     """
     reached = sum(1 for r in rows if r.examples)
+    replayed = sum(1 for r in rows if r.replayed_examples)
     table = Table(
-        title=f"situations reached: {reached} of {len(rows)} (examples per situation; ! = in the divergence)",
+        title=f"situations reached: {reached} of {len(rows)}, on a replayed step: {replayed} of {len(rows)} "
+        "(examples per situation / of them on a replayed step; ! = in the divergence)",
         title_justify="left",
     )
     table.add_column("group", no_wrap=True)
     table.add_column("situations", overflow="fold")
     groups: dict[str, list[str]] = {}
     for row in rows:
-        cell = f"{row.situation.name} {row.examples}{'!' if row.involved else ''}"
-        groups.setdefault(row.situation.group, []).append(cell if row.examples else f"[red]{cell}[/]")
+        cell = f"{row.situation.name} {row.examples}/{row.replayed_examples}{'!' if row.involved else ''}"
+        if not row.examples:
+            cell = f"[red]{cell}[/]"
+        elif not row.replayed_examples:
+            cell = f"[yellow]{cell}[/]"
+        groups.setdefault(row.situation.group, []).append(cell)
     for group, cells in groups.items():
         table.add_row(group, ", ".join(cells))
     return table

@@ -18,6 +18,7 @@ from graphcheck.errors import (
     GraphcheckError,
     InputError,
     ResourceError,
+    RunError,
 )
 from graphcheck.scenario import ScenarioError
 
@@ -25,7 +26,9 @@ CLEAN = 0  #: every check agreed
 DIVERGENCE = 1  #: at least one divergence between eager, graph and reference
 USAGE = 2  #: bad command line or bad input (a malformed scenario file, say)
 BACKEND_UNAVAILABLE = 3  #: the backend's framework or device is missing
-INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT); what was found so far is in the report
+INCOMPLETE = 4  #: graphcheck could not finish the run itself (its workers failed); not a finding
+REPORT_UNWRITTEN = 5  #: the verdict was printed, but its report could not be written (a full disk)
+INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; what was found so far is in the report
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ EXITS: Mapping[type[BaseException], Exit | None] = {
     ResourceError: Exit(USAGE),  # the machine's limit (EngineOutOfMemory): its message says so
     BackendUnavailableError: Exit(BACKEND_UNAVAILABLE, "backend unavailable: {error}"),
     DivergenceError: Exit(DIVERGENCE, "{error}"),
+    RunError: Exit(INCOMPLETE, "could not finish the run: {error}"),
     EngineError: None,
     KeyboardInterrupt: Exit(INTERRUPTED, "interrupted"),
 }

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from graphcheck.check.records import CheckOutcome
+from graphcheck.display import one_line
 from graphcheck.search.fuzz import FuzzResult, SearchProgress
 
 #: Seconds between two plain progress lines when the output is not a terminal.
@@ -94,7 +95,7 @@ class RunProgress:
     def _render(self) -> Text:
         elapsed = self._clock() - self._started
         text = Text()
-        text.append(self._current or "starting", style="bold")
+        text.append(one_line(self._current or "starting"), style="bold")
         text.append(f"  {self._phase()}  ({plural(self.examples, 'example')} in all, {elapsed:.0f}s)")
         return text
 
@@ -103,7 +104,7 @@ class RunProgress:
         if search is None:
             return "checking"
         if not search.shrinking:
-            return f"searching: example {search.examples}/{search.budget}"
+            return f"searching: scenario {search.examples} of up to {search.budget}"
         requests, steps = search.smallest or (0, 0)
         return f"shrinking: {plural(search.examples, 'run')}, smallest {requests} req x {steps} steps"
 
@@ -111,7 +112,7 @@ class RunProgress:
 def suite_line(result: FuzzResult) -> Text:
     """``suite padding: clean, 8 examples, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
     counts = f"{plural(result.examples, 'example')}, {plural(result.steps, 'step')}, {result.elapsed_s:.1f}s"
-    text = Text(f"suite {result.suite}: ")
+    text = Text(f"suite {one_line(result.suite)}: ")
     if result.outcome is None or result.outcome.clean:
         text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")
         text.append(f", {counts}")

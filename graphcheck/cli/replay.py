@@ -20,6 +20,7 @@ from graphcheck.cli.common import (
     check_writable_file,
     claim_run_dir,
     publish_github,
+    report_unwritten,
     write_reports,
 )
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
@@ -60,11 +61,19 @@ def replay_command(args: argparse.Namespace) -> int:
         write_pending(out_dir / "pending-scenario.json", scenario)
         outcome = checker.run(scenario, localise=True)
         (out_dir / "pending-scenario.json").unlink(missing_ok=True)
-        paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+        try:
+            paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+        except OSError as err:  # a full disk: the verdict still stands
+            paths, info, unwritten = None, None, err
+        else:
+            unwritten = None
         console.print(outcome_line(outcome))
         where = where_line(outcome)
         if where is not None:
             console.print(where)
+        if unwritten is not None:
+            console.print(report_unwritten(out_dir, unwritten), markup=False, highlight=False)
+            return exitcodes.REPORT_UNWRITTEN
         console.print(f"report: {paths.index_html}", markup=False)
     if publish:
         publish_github(args, [outcome], (), paths, info)

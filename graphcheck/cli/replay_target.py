@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.backends.devices import EMULATORS
+from graphcheck.check.oracles import ORACLE_CHOICES
 from graphcheck.errors import InputError
+from graphcheck.scenario import read_regular_file
 
 #: The backend a scenario file is replayed on when the command line names none.
 DEFAULT_BACKEND = "cpu"
@@ -69,6 +71,8 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
             emulator=getattr(args, "emulator", None) or "kernel",
         )
     scenario_path = source / "scenario.json"
+    if scenario_path.exists() and not scenario_path.is_file():
+        raise InputError(f"{scenario_path} is not a regular file: a report folder's scenario.json is a file")
     if not scenario_path.is_file():
         raise InputError(f"{source} is a folder without scenario.json: give a report folder or a scenario file")
     recorded_in = source / "divergences.json"
@@ -94,10 +98,15 @@ def replay_target(args: argparse.Namespace) -> ReplayTarget:
     )
 
 
+def _a_name(value: Any) -> bool:
+    """A recorded name as graphcheck writes them: printable, one line, not absurdly long."""
+    return isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable()
+
+
 def recorded_run(path: Path) -> dict[str, Any]:
     """``backend``, ``emulate``, ``faults``, ``oracle``, ``engine`` and ``emulator`` from the ``run`` object of a report's divergences.json."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_regular_file(path))
     except FileNotFoundError:
         raise InputError(
             f"{path} is missing: the folder is not a graphcheck report; replay its scenario.json "
@@ -113,11 +122,11 @@ def recorded_run(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: run.backend must be a backend name, got {backend!r:.60}")
     if not isinstance(emulate, bool):
         raise InputError(f"{path}: run.emulate must be true or false, got {emulate!r:.60}")
-    if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
-        raise InputError(f"{path}: run.faults must be a list of fault names, got {faults!r:.60}")
+    if not isinstance(faults, list) or not all(_a_name(f) for f in faults):
+        raise InputError(f"{path}: run.faults must be a list of fault names, got {ascii(faults)[:80]}")
     oracle = run.get("oracle", "auto")  # reports before --oracle existed: auto
-    if not isinstance(oracle, str) or oracle not in ("auto", "exact", "model-agnostic"):
-        raise InputError(f"{path}: run.oracle must be auto, exact or model-agnostic, got {oracle!r:.60}")
+    if not isinstance(oracle, str) or oracle not in ORACLE_CHOICES:
+        raise InputError(f"{path}: run.oracle must be one of {', '.join(ORACLE_CHOICES)}, got {ascii(oracle)[:60]}")
     engine = run.get("engine", "builtin")  # reports before --engine existed: the built-in engine
     if not isinstance(engine, str) or not engine or len(engine) > 300 or not engine.isprintable():
         raise InputError(f"{path}: run.engine must be an engine SPEC, got {engine!r:.60}")

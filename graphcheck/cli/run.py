@@ -28,6 +28,7 @@ from graphcheck.cli.common import (
     open_database,
     pick_suites,
     publish_github,
+    report_unwritten,
     write_reports,
 )
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
@@ -107,27 +108,32 @@ def run_command(args: argparse.Namespace) -> int:
         pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
         situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
-        write_fuzz_summary(
-            plan.out_dir / "fuzz.json",
-            fuzzed,
-            involved=involved,
-            seed=plan.seed,
-            jobs=plan.jobs,
-            database=plan.database.describe(),
-            interrupted=interrupted,
-            engine=plan.engine.spec,
-            skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
-        )
-        paths, info = (
-            write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations) if outcomes else (None, None)
-        )
+        paths, info, unwritten = None, None, None
+        try:
+            write_fuzz_summary(
+                plan.out_dir / "fuzz.json",
+                fuzzed,
+                involved=involved,
+                seed=plan.seed,
+                jobs=plan.jobs,
+                database=plan.database.describe(),
+                interrupted=interrupted,
+                engine=plan.engine.spec,
+                skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
+            )
+            if outcomes:
+                paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
+        except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
+            unwritten = err
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
             console.print(situations_table(situations))
-        _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted)
+        _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted, unwritten)
     if publish and paths is not None:
         publish_github(args, outcomes, fuzzed, paths, info)
+    if unwritten is not None:
+        return exitcodes.REPORT_UNWRITTEN
     if interrupted:
         return exitcodes.INTERRUPTED
     return exitcodes.DIVERGENCE if any(not o.clean for o in outcomes) else exitcodes.CLEAN
@@ -157,6 +163,7 @@ def _print_verdict(
     elapsed: float,
     paths: Any,
     interrupted: bool,
+    unwritten: OSError | None = None,
 ) -> None:
     first = next((o for o in outcomes if not o.clean), None)
     examples = sum(r.examples for r in fuzzed)
@@ -179,6 +186,9 @@ def _print_verdict(
     where = where_line(first)
     if where is not None:
         console.print(where)
+    if unwritten is not None:
+        console.print(report_unwritten(plan.out_dir, unwritten), markup=False, highlight=False)
+        return
     if paths is None:
         console.print(
             f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}", markup=False
@@ -193,9 +203,12 @@ def _run_suites(
     args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
 ) -> tuple[list[CheckOutcome], list[FuzzResult]]:
     if plan.jobs > 1:
-        from graphcheck.parallel.run import run_parallel
+        from graphcheck.parallel.run import ParallelInterrupted, run_parallel
 
-        return run_parallel(args, plan, console)
+        try:
+            return run_parallel(args, plan, console)
+        except ParallelInterrupted as stop:
+            raise RunInterrupted(stop.outcomes, stop.fuzzed) from None
     from graphcheck.check.threads import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
 
     with single_threaded(plan.backend):

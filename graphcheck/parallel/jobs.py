@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import hashlib
 import json
 import pickle
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Any
 
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
+from graphcheck.check.noise import NumericTally
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
@@ -32,6 +35,7 @@ from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
 from graphcheck.search.suite_registry import load_suites
 
 BUILTIN = "builtin"
+_KEY_LENGTH = 64  # characters of a job's id kept in its file names
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,18 @@ class Job:
     @property
     def id(self) -> str:
         return BUILTIN if self.suite == BUILTIN else f"{self.suite}-seed{self.seed}"
+
+    @property
+    def key(self) -> str:
+        """``id`` made safe as a file name and a pytest id: a plugin's suite may be named ``org/padding``,
+        ``..`` or longer than a file name may be. Letters, digits, ``-`` and ``_`` are kept, anything
+        else becomes ``_``; a key that had to change (or be cut) ends in a hash of the id, so two jobs
+        never share one."""
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", self.id)
+        if safe == self.id and len(safe) <= _KEY_LENGTH:
+            return safe
+        digest = hashlib.sha256(self.id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"{safe[:_KEY_LENGTH]}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,7 @@ class JobResult:
     backend_unavailable: bool = False
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
     coverage: CoverageTally = field(default_factory=CoverageTally)  # FuzzResult.coverage
+    numeric: NumericTally = field(default_factory=NumericTally)  # FuzzResult.numeric
 
     @property
     def failing(self) -> CheckOutcome | None:
@@ -109,6 +126,7 @@ class JobResult:
             self.first_failure_at,
             ambiguous_examples=self.ambiguous_examples,
             coverage=self.coverage,
+            numeric=self.numeric,
         )
 
     def to_json(self) -> str:
@@ -125,6 +143,7 @@ class JobResult:
             "backend_unavailable": self.backend_unavailable,
             "ambiguous_examples": self.ambiguous_examples,
             "coverage": self.coverage.to_dict(),
+            "numeric": self.numeric.to_dict(),
             "outcomes": base64.b64encode(pickle.dumps(self.outcomes)).decode("ascii"),
         }
         return json.dumps(data, indent=1)
@@ -143,6 +162,7 @@ class JobResult:
             data["backend_unavailable"],
             data.get("ambiguous_examples", 0),
             CoverageTally.from_dict(data.get("coverage", {})),
+            NumericTally.from_dict(data.get("numeric")),
         )
 
 
@@ -151,7 +171,7 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
     folder = Path(spec.results_dir)
     if not folder.is_dir():
         folder = Path(tempfile.gettempdir())
-    return folder / f"pending-{job.id}.json"
+    return folder / f"pending-{job.key}.json"
 
 
 def run_job(spec: RunSpec, job: Job) -> JobResult:
@@ -210,6 +230,7 @@ def _run_fuzz(spec: RunSpec, job: Job, checker: Checker, pending: Path) -> JobRe
         outcomes,
         ambiguous_examples=fuzzed.ambiguous_examples,
         coverage=fuzzed.coverage,
+        numeric=fuzzed.numeric,
     )
 
 

@@ -36,7 +36,8 @@ from rich.markup import escape
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
-from graphcheck.errors import BackendUnavailableError, InputError
+from graphcheck.display import one_line
+from graphcheck.errors import BackendUnavailableError, InputError, RunError
 from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
 from graphcheck.scenario import Scenario
 from graphcheck.search.fuzz import FuzzResult, label_found
@@ -172,13 +173,17 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
     console.print(
         f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs; log: {results / 'pytest.log'}"
     )
-    code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
+    try:
+        code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
+    except _Stopped as stop:  # Ctrl-C, SIGTERM: what the finished jobs found goes into the report
+        outcomes, fuzzed = merge_results(spec, stop.found, keep_going=True, allow_empty=True)
+        raise ParallelInterrupted(outcomes, fuzzed) from None
     stopped_by_x = code == 2 and any(r.diverged or r.error for r in found.values())  # -x reports "interrupted"
     if code in (2, 3, 4, 5) and not stopped_by_x:  # interrupted, internal error, usage error, no tests
         tail = "\n".join((results / "pytest.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
         if code == 4:
             raise InputError(f"pytest-xdist rejected the command line (--xdist-args?):\n{tail}")
-        raise RuntimeError(f"pytest-xdist stopped with exit code {code}:\n{tail}")
+        raise ParallelRunError(f"pytest-xdist stopped with exit code {code}; the end of its log:\n{tail}")
     missing = [r for r in found.values() if r.backend_unavailable]
     if missing:
         raise BackendUnavailableError(f"a worker could not use the backend: {missing[0].error}")
@@ -196,7 +201,7 @@ def _run_pytest(
             while True:
                 done = proc.poll() is not None
                 for job in spec.jobs:
-                    path = results / f"{job.id}.json"
+                    path = results / f"{job.key}.json"
                     if job.id not in found and path.exists():
                         found[job.id] = JobResult.from_json(path.read_text(encoding="utf-8"))
                         if not quiet:
@@ -204,6 +209,10 @@ def _run_pytest(
                 if done:
                     return proc.returncode, found
                 time.sleep(_POLL_S)
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise _Stopped(found) from None
         except BaseException:
             proc.terminate()
             proc.wait()
@@ -212,18 +221,34 @@ def _run_pytest(
 
 def job_line(result: JobResult) -> str:
     job = result.job
-    name = "built-in scenarios" if job.suite == BUILTIN else f"{job.suite} seed {job.seed}"
+    name = "built-in scenarios" if job.suite == BUILTIN else escape(f"{one_line(job.suite)} seed {job.seed}")
     if result.error:
-        return f"  [red]{name}: failed[/] {escape(result.error.splitlines()[0])}"
+        return f"  [red]{name}: failed[/] {escape(one_line(result.error.splitlines()[0]))}"
     if not result.diverged:
         return f"  [green]{name}: clean[/] ({result.examples} examples, {result.elapsed_s:.1f}s)"
     first = result.failing.first
     at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
-    return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(first.headline())}"
+    return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(one_line(first.headline()))}"
+
+
+class _Stopped(KeyboardInterrupt):
+    """The parallel run was stopped; ``found``: the results of the jobs that had finished."""
+
+    def __init__(self, found: dict[str, JobResult]) -> None:
+        super().__init__()
+        self.found = found
+
+
+class ParallelInterrupted(KeyboardInterrupt):
+    """A stopped parallel run, with what its finished jobs found (merged as a whole run's would be)."""
+
+    def __init__(self, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> None:
+        super().__init__()
+        self.outcomes, self.fuzzed = outcomes, fuzzed
 
 
 def merge_results(
-    spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool
+    spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool, allow_empty: bool = False
 ) -> tuple[list[CheckOutcome], list[FuzzResult]]:
     """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios."""
     results = [
@@ -246,9 +271,19 @@ def merge_results(
     builtin = next((r for r in results if r.job.suite == BUILTIN), None)
     if builtin is not None and (keep_going or not outcomes):
         outcomes.extend(builtin.outcomes)
-    if not outcomes:
-        raise RuntimeError(f"parallel run produced no results; see {Path(spec.results_dir) / 'pytest.log'}")
+    if not outcomes and not allow_empty:
+        raise ParallelRunError(f"the parallel run produced no results; see {Path(spec.results_dir) / 'pytest.log'}")
     return outcomes, fuzzed
+
+
+class ParallelRunError(RunError):
+    """Parallel workers ended without results (or a job failed before running any scenario)."""
+
+
+def _last_line(text: str) -> str:
+    """The last non-empty line of a worker's error (its full text is in pytest.log)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no error text"
 
 
 def _size(scenario: Scenario) -> tuple[int, int, int]:
@@ -259,7 +294,7 @@ def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
     """A job whose worker died: a crash divergence on the scenario it was running, when it left one."""
     pending = pending_path(spec, result.job)
     if not pending.is_file():
-        raise RuntimeError(f"job {result.job.id} failed before running a scenario:\n{result.error}")
+        raise ParallelRunError(f"job {result.job.id!r} failed before running a scenario: {_last_line(result.error)}")
     scenario = Scenario.from_json(pending.read_text(encoding="utf-8"))
     crash = Divergence(
         "crash",

@@ -57,7 +57,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     spec = metafunc.config.stash.get(SPEC_KEY, None)
     jobs = spec.jobs if spec is not None else ()
-    metafunc.parametrize("job", jobs, ids=[job.id for job in jobs])
+    metafunc.parametrize("job", jobs, ids=[job.key for job in jobs])
 
 
 class _ResultWriter:
@@ -65,7 +65,7 @@ class _ResultWriter:
 
     def __init__(self, folder: Path, spec: RunSpec):
         self.folder = folder
-        self.by_id = {job.id: job for job in spec.jobs}
+        self.by_id = {job.key: job for job in spec.jobs}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         texts = [value for name, value in report.user_properties if name == RESULT_PROPERTY]
@@ -78,6 +78,6 @@ class _ResultWriter:
             result = JobResult(job, error=str(report.longrepr) or "job failed")
         else:
             return
-        tmp = self.folder / f".{result.job.id}.json.tmp"
+        tmp = self.folder / f".{result.job.key}.json.tmp"
         tmp.write_text(result.to_json(), encoding="utf-8")
-        tmp.replace(self.folder / f"{result.job.id}.json")
+        tmp.replace(self.folder / f"{result.job.key}.json")

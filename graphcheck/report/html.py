@@ -17,6 +17,7 @@ from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
 from graphcheck.report.localisation import BlobLinks, localisation_view
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
+from graphcheck.report.numeric_view import numeric_view
 from graphcheck.report.views import (
     OutcomeView,
     accept_rows,
@@ -95,6 +96,11 @@ class RunView:
         return sum(1 for row in self.situations if row.examples)
 
     @property
+    def situations_replayed(self) -> int:
+        """Situations some example reached on a replayed step."""
+        return sum(1 for row in self.situations if row.replayed_examples)
+
+    @property
     def fuzz_counts(self) -> str:
         """ "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
         if not self.suites:
@@ -153,6 +159,7 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
         timeline=timeline(outcome),
         sections=kind_sections(outcome),
         localisation=localisation_view(loc, first, links) if loc is not None else None,
+        numeric=numeric_view(outcome.numeric),
     )
 
 

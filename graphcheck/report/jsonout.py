@@ -2,7 +2,9 @@
 
 divergences.json's ``format``: 1, the first; 2 adds ``outcomes[].localisation``, where the outcome's
 first failing divergence began (every ``Localisation`` field plus ``headline`` and ``target``; null when
-the outcome is clean or was not localised). Everything else is as in format 1.
+the outcome is clean or was not localised). Everything else is as in format 1. ``outcomes[].numeric``
+(a float model: the calibration, ``largest`` and every compared step's ``[step, difference, replayed]``;
+null for the exact model) was added within format 2: readers ignore keys they do not know.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
         "failures": [divergence_dict(d) for d in outcome.failures],
         "ambiguous": [divergence_dict(d) for d in outcome.ambiguous],
         "localisation": localisation_dict(loc) if loc is not None else None,
+        "numeric": jsonable(outcome.numeric.to_dict()) if outcome.numeric is not None else None,
     }
 
 

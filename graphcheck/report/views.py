@@ -90,6 +90,8 @@ class OutcomeView:
     sections: list[Any] = field(default_factory=list)
     #: Where the first failing divergence began (shown above the per-kind tables); None when not localised.
     localisation: LocalisationView | None = None
+    #: A float run's calibration and step-by-step differences (graphcheck.report.numeric_view).
+    numeric: Any = None
 
     @property
     def failure_count(self) -> int:

@@ -20,7 +20,9 @@ the injected faults. Scenarios (engine config included) are what is stored.
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any, Iterable, Literal
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 
 ENV_VAR = "GRAPHCHECK_DATABASE"
@@ -59,11 +62,18 @@ class DatabaseSpec:
         if text.startswith(REDIS_SCHEMES):
             return cls("redis", text)
         if "://" in text:
-            raise InputError(f"--database {text}: unknown scheme; use a directory, redis://host:port/db or 'none'")
+            raise InputError(
+                f"--database {redacted(text)}: unknown scheme; use a directory, redis://host:port/db or 'none'"
+            )
         return cls("directory", str(Path(text).expanduser().resolve()))
 
+    @property
+    def shown(self) -> str:
+        """``location`` as consoles, reports and summaries show it: a URL's password as ``***``."""
+        return redacted(self.location)
+
     def describe(self) -> str:
-        return "no example database" if self.kind == "none" else f"example database {self.location}"
+        return "no example database" if self.kind == "none" else f"example database {self.shown}"
 
     def open(self) -> ExampleDatabase | None:
         """The Hypothesis database; a Redis server is pinged, so a bad URL fails here, once."""
@@ -71,8 +81,8 @@ class DatabaseSpec:
             return None
         if self.kind == "directory":
             _check_writable_directory(Path(self.location))
-            return DirectoryBasedExampleDatabase(self.location)
-        return _open_redis(self.location)
+            return SurvivingDatabase(_CheckedDirectory(self.location), self.describe())
+        return SurvivingDatabase(_open_redis(self.location), self.describe())
 
 
 def _check_writable_directory(path: Path) -> None:
@@ -90,12 +100,14 @@ def _open_redis(url: str) -> ExampleDatabase:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError:
-        raise InputError(f"--database {url} needs the redis client: pip install 'graphcheck[redis]'") from None
+        raise InputError(
+            f"--database {redacted(url)} needs the redis client: pip install 'graphcheck[redis]'"
+        ) from None
     try:
         client = redis.Redis.from_url(url)
         client.ping()
     except (ValueError, redis.RedisError) as err:
-        raise InputError(f"--database {url}: cannot reach the Redis server: {err}") from None
+        raise InputError(f"--database {redacted(url)}: cannot reach the Redis server: {redacted(err)}") from None
     return RedisExampleDatabase(client)
 
 
@@ -155,3 +167,64 @@ class KeyedDatabase(ExampleDatabase):
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
         self.inner.move(self.prefix + src, self.prefix + dest, value)
+
+
+class _CheckedDirectory(DirectoryBasedExampleDatabase):
+    """A directory database whose failed save says so: Hypothesis's swallows the OSError of a full
+    disk, and the example is lost without a word."""
+
+    def save(self, key: bytes, value: bytes) -> None:
+        super().save(key, value)
+        if not self._value_path(key, value).exists():
+            raise OSError(errno.EIO, "the example was not written (is the disk full or read-only?)")
+
+
+class SurvivingDatabase(ExampleDatabase):
+    """``inner``, whose failures never end a run: a Redis server that goes away mid-run, a directory on
+    a full disk. Each failing call is skipped (a save is lost, a fetch finds nothing) and the first
+    one is reported once on stderr; the search, its findings and its report go on. Hypothesis itself
+    would either raise (Redis: a traceback, the divergence being saved lost) or drop saves silently
+    (a full disk)."""
+
+    def __init__(self, inner: ExampleDatabase, label: str) -> None:
+        super().__init__()
+        self.inner, self.label = inner, label
+        self.failed: str | None = None  # the first failure, once one happened
+
+    def __repr__(self) -> str:
+        return f"SurvivingDatabase({self.inner!r})"
+
+    def _failure(self, action: str, err: BaseException) -> None:
+        if self.failed is None:
+            self.failed = f"{type(err).__name__}: {redacted(err)}"[:300]
+            print(
+                f"graphcheck: warning: the {self.label} failed to {action} ({self.failed}); the run goes on "
+                "without it, and what it finds is still reported",
+                file=sys.stderr,
+            )
+
+    def save(self, key: bytes, value: bytes) -> None:
+        try:
+            self.inner.save(key, value)
+        except Exception as err:
+            self._failure("save an example", err)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        try:
+            found = list(self.inner.fetch(key))
+        except Exception as err:
+            self._failure("fetch examples", err)
+            return
+        yield from found
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        try:
+            self.inner.delete(key, value)
+        except Exception as err:
+            self._failure("delete an example", err)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        try:
+            self.inner.move(src, dest, value)
+        except Exception as err:
+            self._failure("move an example", err)

@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +35,10 @@ from hypothesis.errors import Unsatisfiable
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.memory_gate import MemoryLimitError
+from graphcheck.check.noise import NumericTally
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
-from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_hit
+from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_reached
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
@@ -53,7 +55,7 @@ class SearchProgress:
     suite: str
     examples: int  # lockstep runs so far, shrink attempts included
     steps: int
-    budget: int  # examples the search may draw (shrinking not counted)
+    budget: int  # scenarios the search may run: examples x scenarios per example (shrinking not counted)
     shrinking: bool  # a diverging scenario was found; the runs since try to make it smaller
     smallest: tuple[int, int] | None  # (requests, steps) of the smallest diverging scenario seen
 
@@ -74,6 +76,7 @@ class FuzzResult:
     interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (a near tie), failing or not
     coverage: CoverageTally = dataclasses.field(default_factory=CoverageTally)  # situations the examples hit
+    numeric: NumericTally = dataclasses.field(default_factory=NumericTally)  # a float model's noise and band
 
     @property
     def shrink_state(self) -> str:
@@ -102,10 +105,14 @@ def _where(outcome: CheckOutcome | None) -> str | None:
 def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: Iterable[str] = (), **run: Any) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
     figures, ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
-    and ``situations`` (examples per situation reached); then ``situations``, the run's situation table
-    (graphcheck.check.situations: every situation, the examples that reached it, how many of them
-    diverged, and whether the reported diverging scenarios, ``involved``, reach it), and
-    ``situations_missing``, the ones no example reached."""
+    and ``situations`` (examples per situation reached) with ``situations_replayed`` (of them, the
+    examples that reached it on a replayed step); then ``situations``, the run's situation table
+    (graphcheck.check.situations: every situation, the examples that reached it, how many on a
+    replayed step, how many of them diverged, and whether the reported diverging scenarios,
+    ``involved``, reach it), ``situations_missing``, the ones no example reached, and
+    ``situations_missing_on_replay``, the ones none reached on a replayed step. ``numeric`` (run and suite; null for the
+    exact model): the float calibrations used (measured noise floor, band, ceiling, drift level), the
+    largest score difference eager vs graph any example showed, and the float examples counted."""
     entries = [
         {
             "suite": r.suite,
@@ -118,15 +125,22 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
             "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
             "where": _where(r.outcome),
             "situations": dict(sorted(r.coverage.hits.items())),
+            "situations_replayed": dict(sorted(r.coverage.replayed.items())),
+            "numeric": r.numeric.to_dict(),
         }
         for r in results
     ]
     tally = merged_coverage(r.coverage for r in results)
+    numeric = NumericTally()
+    for r in results:
+        numeric = numeric.merge(r.numeric)
     summary = {
         "run": run,
+        "numeric": numeric.to_dict(),
         "suites": entries,
         "situations": [row.to_dict() for row in situation_table(tally, involved)],
         "situations_missing": tally.missing(),
+        "situations_missing_on_replay": tally.missing_on_replay(),
     }
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
@@ -169,14 +183,30 @@ def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False)
     return lost
 
 
-def write_pending(path: Path, scenario: Scenario) -> None:
-    """Write the scenario about to run, durably, before anything can crash."""
+def write_pending(path: Path, scenario: Scenario) -> bool:
+    """Write the scenario about to run, durably, before anything can crash; False when the disk
+    refused it (full, read-only): warned once, the run goes on, no partial file stays behind."""
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(scenario.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(scenario.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if not _PENDING_WARNED:
+            _PENDING_WARNED.append(path)
+            print(
+                f"graphcheck: warning: cannot write {path} ({err.strerror or err}): a scenario that crashes the "
+                "engine cannot be kept on disk; the run goes on",
+                file=sys.stderr,
+            )
+        return False
+    return True
+
+
+_PENDING_WARNED: list[Path] = []  # the first pending file that could not be written (warned once)
 
 
 #: Errors a lockstep run raises that are not findings: the machine's limit, the memory gate's refusal, an engine nothing can check.
@@ -280,7 +310,7 @@ def fuzz_suite(
     if per_config < 1:
         raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
     checker = checker.with_pool(EnginePool() if pool == "new" else pool)
-    search = _Search(name, checker, pending_path, examples, on_example, on_progress)
+    search = _Search(name, checker, pending_path, examples * per_config, on_example, on_progress)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -330,6 +360,7 @@ class _Search:
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
         self.coverage = CoverageTally()
+        self.numeric = NumericTally()
         self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
 
     def judge(self, scenario: Scenario) -> Scenario | None:
@@ -380,11 +411,15 @@ class _Search:
 
         No ``hypothesis.target``: measured on batches, its hill-climbing pass redraws nearly the
         same batch again and again (a thorough search drew 374 distinct scenarios of 1,600 with
-        it, 554 without); the rare situations are built directly instead (suite ``combinations``)."""
-        hit = situations_hit(scenario, outcome)
-        self.coverage.add(hit, diverged=not outcome.clean)
-        for name in sorted(hit):
+        it, 554 without); the rare situations are built directly instead (suite ``combinations``).
+        A situation reached on a replayed step is counted a second time, apart (``CoverageTally.replayed``)."""
+        reached = situations_reached(scenario, outcome)
+        self.coverage.add_reached(reached, diverged=not outcome.clean)
+        self.numeric.add(outcome.numeric)
+        for name in sorted(reached.anywhere):
             event(f"situation: {name}")
+        for name in sorted(reached.replayed):
+            event(f"situation on a replayed step: {name}")
 
     def progress(self) -> SearchProgress:
         smallest = scenario_size(self.smallest.scenario) if self.smallest is not None else None
@@ -403,4 +438,5 @@ class _Search:
             interrupted,
             self.ambiguous_examples,
             self.coverage,
+            self.numeric,
         )

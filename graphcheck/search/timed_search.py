@@ -101,13 +101,14 @@ class _Tracker:
     best: CheckOutcome | None = None
     shrink_started: float = 0.0
     cut: bool = False  # the last slice ended at a budget
+    clock: Callable[[], float] = time.perf_counter
 
     def before(self) -> None:
-        if time.perf_counter() >= self.deadline:
+        if self.clock() >= self.deadline:
             raise _Spent
 
     def after(self, suite: str, outcome: CheckOutcome) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         if self.detection is None:
             self.examples += 1
             if not outcome.clean:
@@ -153,19 +154,21 @@ def timed_search(
     pending_path: Path,
     slice_examples: int = 25,
     draws: Callable[[Any], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> SearchResult:
     """Fuzz the suites of ``plan`` (objects with ``name`` and ``strategy()``) until a divergence or the budget.
 
     ``draws`` wraps each suite's strategy (``graphcheck.check.checker.Checker.strategy``: the
-    engine's own options drawn with every scenario, as ``graphcheck run`` draws them)."""
+    engine's own options drawn with every scenario, as ``graphcheck run`` draws them); ``clock``: the
+    seconds the budgets are measured in (tests pass one that does not depend on the machine's speed)."""
     if not plan:
         raise ValueError("timed_search needs at least one suite")
-    started = time.perf_counter()
-    tracker = _Tracker(started, started + budget_s, shrink_s)
+    started = clock()
+    tracker = _Tracker(started, started + budget_s, shrink_s, clock=clock)
     round_no = 0
     while True:
         for suite in plan:
-            if time.perf_counter() >= tracker.deadline:
+            if clock() >= tracker.deadline:
                 return _result(tracker, started)
             if suite.name not in tracker.suites:
                 tracker.suites.append(suite.name)
@@ -193,8 +196,8 @@ def timed_search(
 def _result(tracker: _Tracker, started: float) -> SearchResult:
     det = tracker.detection
     if det is None:
-        return SearchResult(tuple(tracker.suites), tracker.examples, time.perf_counter() - started, None, None)
-    shrink_seconds = time.perf_counter() - tracker.shrink_started
+        return SearchResult(tuple(tracker.suites), tracker.examples, tracker.clock() - started, None, None)
+    shrink_seconds = tracker.clock() - tracker.shrink_started
     shrunk = Shrunk(tracker.best, tracker.shrink_examples, shrink_seconds, complete=not tracker.cut)
     return SearchResult(tuple(tracker.suites), tracker.examples, det.seconds, det, shrunk)
 
