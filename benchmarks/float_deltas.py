@@ -6,7 +6,8 @@ Runs fuzzed scenarios (the ``all`` suite's strategy) in lockstep and records, fo
 every step and every request both engines ran with the same tokens so far, the
 largest score difference eager vs graph relative to the row's magnitude (the
 quantity ``graphcheck.check.numeric.Tolerance`` bounds), and the same for the
-float buffers of the state snapshot. Prints the distribution and the tolerance.
+float buffers of the state snapshot. Prints the distribution, the calibrated bands the runs used
+and the fixed ceiling above them.
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ from hypothesis import HealthCheck, given, settings
 
 from graphcheck.backends.devices import resolve
 from graphcheck.check.lockstep import Lockstep
-from graphcheck.check.numeric import tolerance_for
+from graphcheck.check.numeric import relative_difference, tolerance_for
 from graphcheck.check.setup import CheckSetup
 from graphcheck.search.suite_registry import load_suites
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    """The quantity a band bounds (``numeric.relative_difference``); 0 for rows that cannot be paired."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape or a.size == 0:
-        return 0.0
-    scale = max(1.0, float(np.max(np.abs(a))), float(np.max(np.abs(b))))
-    return float(np.max(np.abs(a - b))) / scale
+    return relative_difference(a, b) if a.shape == b.shape and a.size else 0.0
 
 
 def _state_deltas(lockstep: Lockstep) -> list[float]:
@@ -50,11 +49,14 @@ def measure(backend_name: str, model: str, examples: int, seed: int) -> dict[str
     scores: list[float] = []
     state: list[float] = []
     failures: list[str] = []
+    bands: set[float] = set()  # the calibrated bands the runs used (graphcheck.check.noise)
 
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(load_suites()["all"].strategy().map(setup.apply))
     def run(scenario) -> None:
         lockstep = Lockstep(scenario, backend)
+        if lockstep._calibration is not None:
+            bands.add(lockstep._calibration.band)
         if lockstep.graph is None:
             return
         for t in range(scenario.num_steps):
@@ -80,7 +82,8 @@ def measure(backend_name: str, model: str, examples: int, seed: int) -> dict[str
         "score_rows": len(scores),
         "score_rel_delta_percentiles": dict(zip(map(str, q), np.percentile(scores, q).tolist())) if scores else {},
         "state_rel_delta_percentiles": dict(zip(map(str, q), np.percentile(state, q).tolist())) if state else {},
-        "tolerance_rtol": tol.rtol if tol else None,
+        "ceiling_rtol": tol.rtol if tol else None,
+        "calibrated_bands": sorted(bands),
         "failures": failures,
     }
 

@@ -214,14 +214,15 @@ def test_two_replays_in_one_second_get_two_folders(tmp_path: Path, capsys: pytes
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
-def test_a_time_limits_sigterm_while_shrinking_writes_the_report_as_ctrl_c_does(
+@pytest.mark.parametrize("stop", ["ctrl-c", "SIGTERM", "SIGHUP"])
+def test_a_stop_while_shrinking_writes_the_report_of_what_was_found(
     stop: str,
     tmp_path: Path,
     one_scenario_suite: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Ctrl-C, and the SIGTERM of a time limit or a closed terminal's SIGHUP as Ctrl-C is treated."""
     import os
     import signal
 
@@ -234,6 +235,8 @@ def test_a_time_limits_sigterm_while_shrinking_writes_the_report_as_ctrl_c_does(
     def stopped_after_the_first(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) > 1:
+            if stop == "ctrl-c":
+                raise KeyboardInterrupt
             os.kill(os.getpid(), getattr(signal, stop))
         return real(*args, **kwargs)
 
@@ -245,33 +248,7 @@ def test_a_time_limits_sigterm_while_shrinking_writes_the_report_as_ctrl_c_does(
     (report,) = run_dirs(tmp_path / "reports")
     assert (report / "index.html").stat().st_size > 0
     assert Scenario.from_json((report / "scenario.json").read_text()).name == "fixed/interrupted"
-    assert json.loads((report / "fuzz.json").read_text())["run"]["interrupted"] is True
-
-
-def test_ctrl_c_while_shrinking_writes_the_report_of_what_was_found(
-    tmp_path: Path, one_scenario_suite: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    one_scenario_suite(failing_scenario())
-    from graphcheck.check.checker import Checker
-
-    real = Checker.run
-    calls = []
-
-    def interrupted_after_the_first(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(Checker, "run", interrupted_after_the_first)
-    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.INTERRUPTED
-    out = capsys.readouterr().out
-    assert "INTERRUPTED" in out
-    (report,) = run_dirs(tmp_path / "reports")
-    assert (report / "index.html").stat().st_size > 0
-    assert Scenario.from_json((report / "scenario.json").read_text()).name == "fixed/interrupted"
-    document = json.loads((report / "divergences.json").read_text())
-    assert document["verdict"] == "divergence"
+    assert json.loads((report / "divergences.json").read_text())["verdict"] == "divergence"
     assert json.loads((report / "fuzz.json").read_text())["run"]["interrupted"] is True
 
 

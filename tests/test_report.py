@@ -763,7 +763,7 @@ def _float_outcome(drift_at: int | None = None) -> CheckOutcome:
     from graphcheck.check.noise import Calibration, NumericTrace
 
     outcome = samples.clean_outcome()
-    cal = Calibration("float32", 1.8e-7, 2.9e-6, 1e-3, compared=12)
+    cal = Calibration("float32", 1.8e-7, 2.9e-6, compared=12)
     steps = tuple((t, 0.0 if t < 2 else 4e-7 * t, t % 3 != 0) for t in range(8))
     if drift_at is not None:
         steps += ((drift_at, 5e-6, True),)

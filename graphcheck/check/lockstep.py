@@ -185,15 +185,11 @@ class Lockstep:
         )
         self._engine_label = engine_label
         self.eager = self.graph = None
-        self._calibration = None
-        if tolerance_for(scenario.config.model) is not None:
-            self._calibration = calibration_for(factory, backend, scenario.config, self.capabilities.fit)
-        self._tolerance = self._calibration.tolerance() if self._calibration is not None else None
-        self._drift = (
-            DriftWatch(self._calibration.drift_level, DRIFT_STEPS, self._calibration.band)
-            if self._calibration is not None
-            else None
-        )
+        self._calibration = self._tolerance = self._drift = None
+        if tolerance_for(scenario.config.model) is not None:  # a float model: its band is measured
+            cal = calibration_for(factory, backend, scenario.config, self.capabilities.fit)
+            self._calibration, self._tolerance = cal, cal.tolerance()
+            self._drift = DriftWatch(cal.drift_level, DRIFT_STEPS, cal.band)
         self._parting = Parting()
         self._reports: dict[str, Any] = {}
         self._memory_baseline: int | None = None

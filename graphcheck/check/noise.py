@@ -55,17 +55,20 @@ class Calibration:
 
     ``floor``: the largest relative difference the probe measured (None when the
     engine could not be probed: the band is then the ceiling); ``band``: the
-    ``rtol`` every float comparison of a run uses; ``ceiling``: the dtype's fixed
-    band; ``compared``: score rows the probe compared; ``note``: why it was not
-    probed, when it was not.
+    ``rtol`` every float comparison of a run uses; ``compared``: score rows the
+    probe compared; ``note``: why it was not probed, when it was not.
     """
 
     dtype: str
     floor: float | None
     band: float
-    ceiling: float
     compared: int = 0
     note: str = ""
+
+    @property
+    def ceiling(self) -> float:
+        """The dtype's fixed band: the most the band may be."""
+        return TOLERANCES[self.dtype].rtol
 
     @property
     def probed(self) -> bool:
@@ -145,17 +148,14 @@ class NumericTally:
         return cls(list(data.get("calibrations", [])), float(data.get("largest", 0.0)), int(data.get("examples", 0)))
 
 
-def band_for(dtype: str, floor: float | None) -> float:
-    """The band of a measured ``floor`` (see the module docstring); the ceiling when unmeasured."""
-    ceiling = TOLERANCES[dtype].rtol
-    if floor is None:
-        return ceiling
-    return min(ceiling, max(MULTIPLE * floor, ULPS[dtype] * EPSILON[dtype]))
+def band_for(dtype: str, floor: float) -> float:
+    """The band of a measured ``floor`` (see the module docstring)."""
+    return min(TOLERANCES[dtype].rtol, max(MULTIPLE * floor, ULPS[dtype] * EPSILON[dtype]))
 
 
 def uncalibrated(dtype: str, note: str) -> Calibration:
-    ceiling = TOLERANCES[dtype].rtol
-    return Calibration(dtype, None, ceiling, ceiling, note=note)
+    """The calibration of an engine that could not be probed: the ceiling, and why."""
+    return Calibration(dtype, None, TOLERANCES[dtype].rtol, note=note)
 
 
 _CACHE: dict[tuple[Any, ...], Calibration] = {}
@@ -191,7 +191,7 @@ def calibrate(factory: Callable[..., Any], backend: Any, config: EngineConfig, f
         return uncalibrated(dtype, f"probe failed: {type(exc).__name__}: {str(exc)[:200]}")
     if compared == 0:
         return uncalibrated(dtype, "the probe compared no scores")
-    return Calibration(dtype, floor, band_for(dtype, floor), TOLERANCES[dtype].rtol, compared)
+    return Calibration(dtype, floor, band_for(dtype, floor), compared)
 
 
 def probe_scenarios(config: EngineConfig) -> tuple[Scenario, Scenario]:
@@ -230,19 +230,17 @@ def _probe_run(factory: Callable[..., Any], backend: Any, scenario: Scenario, we
     """The probe request's (tokens, scores) per produced token, from the eager engine."""
     engine = factory(scenario.config, weights, device=backend, use_graphs=False, faults=())
     produced: list[tuple] = []
+
+    def take(result: Any) -> None:
+        step, report = result.by_id().get("probe"), engine.model_report().get("probe")
+        if step is not None and report is not None and step.accept_tokens:
+            produced.append((tuple(step.accept_tokens), np.asarray(report.scores, dtype=np.float64)))
+
     for t in range(scenario.num_steps):
         apply_events(engine, scenario, t)
-        result = engine.step(t, scenario.accept_overrides_at(t)).by_id().get("probe")
-        report = engine.model_report().get("probe")
-        if result is None or report is None or not result.accept_tokens:
-            continue
-        produced.append((tuple(result.accept_tokens), np.asarray(report.scores, dtype=np.float64)))
-    drain = getattr(engine, "drain", None)
-    if callable(drain) and getattr(engine, "pipeline_depth", 0):
-        result = drain(scenario.num_steps).by_id().get("probe")
-        report = engine.model_report().get("probe")
-        if result is not None and report is not None and result.accept_tokens:
-            produced.append((tuple(result.accept_tokens), np.asarray(report.scores, dtype=np.float64)))
+        take(engine.step(t, scenario.accept_overrides_at(t)))
+    for t in range(scenario.num_steps, scenario.num_steps + getattr(engine, "pipeline_depth", 0)):
+        take(engine.drain(t))  # a pipelined engine's batches still in flight (as Lockstep._drain)
     return produced
 
 

@@ -137,10 +137,6 @@ class DriftWatch:
             ),
         )
 
-    @property
-    def largest(self) -> float:
-        return max((d for _, d, _ in self.trace), default=0.0)
-
 
 @dataclass
 class Parting:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any, Mapping, Sequence
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from rich.table import Table
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
 from graphcheck.cli.progress import plural
+from graphcheck.display import one_line
 from graphcheck.search.fuzz import FuzzResult
 
 #: Console width when the output is not a terminal (a CI log, a pipe): wide enough for the tables.
@@ -25,16 +25,6 @@ def make_console(quiet: bool = False) -> Console:
     return Console(highlight=False, quiet=quiet, soft_wrap=True, width=width)
 
 
-def _visible(char: str) -> str:
-    """``char``, or an escape such as ``\\n`` when it is a control, separator or surrogate code point."""
-    if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp", "Cf"):
-        code = ord(char)
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
-            f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-        )
-    return char
-
-
 def plain(text: object) -> str:
     """Untrusted text (a scenario name, a request id, an engine's error message) made safe to print.
 
@@ -43,7 +33,7 @@ def plain(text: object) -> str:
     its own (a GitHub Actions runner executes a line that starts with ``::``);
     rich markup in it is escaped, so ``[/x]`` prints as written.
     """
-    return escape("".join(map(_visible, str(text))))
+    return escape(one_line(text))
 
 
 def outcome_line(outcome: CheckOutcome) -> str:

@@ -177,7 +177,7 @@ class Engine:
         }
         vocab = config.vocab_size
         self.probe = torch.zeros(  # one per IO pair: each pair's graphs write their own
-            (2 if self.pipelined else 1, self.limits["max_requests_per_batch"], vocab),
+            (self.pairs, self.limits["max_requests_per_batch"], vocab),
             dtype=torch.float32,
             device=self.device,
         )
@@ -375,13 +375,18 @@ class Engine:
         """The IO object a batch's graphs read and are keyed by (async: the device side of its pair)."""
         return self.io.io_pairs[pair].device_io if self.pipelined else self.io
 
+    @property
+    def pairs(self) -> int:
+        """IO pairs, each with graphs and static inputs of its own: 2 with async batching, else 1."""
+        return 2 if self.pipelined else 1
+
     def graph_ios(self) -> tuple[Any, ...]:
         """Every IO object that holds graphs and their static inputs."""
-        return tuple(p.device_io for p in self.io.io_pairs) if self.pipelined else (self.io,)
+        return tuple(self._graph_io(p) for p in range(self.pairs))
 
     def prepared_ios(self) -> tuple[Any, ...]:
         """Every IO object batches are prepared in (reset per batch)."""
-        return tuple(p.host_io for p in self.io.io_pairs) if self.pipelined else (self.io,)
+        return tuple(self._prepared_io(p) for p in range(self.pairs))
 
     def _schedule(self, pair: int) -> tuple[Schedule, tuple[Any, ...]]:
         """Who the batch runs, read right after it was prepared (positions already moved on)."""
@@ -463,7 +468,7 @@ class Engine:
             limits=dict(self.limits),
             host_values=needs,
             schedule=launch.schedule,
-            graph_sets=2 if self.pipelined else 1,
+            graph_sets=self.pairs,
         )
 
     def _outcome(self, run: ScheduledRun, state: Any, produced: int) -> RequestStep:
