@@ -4,8 +4,9 @@
 (``emulate=True``) gives the same backend's framework path on the CPU with the
 emulated graph runner, for machines without the hardware. ``cpu`` is always
 torch on the CPU with the emulated runner. ``xpu`` is PaddlePaddle on a Kunlun
-XPU place with Paddle's CUDAGraph runner, and with ``--emulate`` Paddle on the CPU
-with the emulated runner (``EmulatedRunner(PaddleOps())``). ``npu`` is torch with
+XPU place with Paddle's CUDAGraph runner; with ``--emulate`` it is Paddle on the CPU
+with that same runner driving the emulated XPU graph API
+(``graphcheck.backends.graphs.xpu_emulated``), reported as ``xpu-emulated``. ``npu`` is torch with
 torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``graphcheck.backends.graphs.npu``);
 with ``--emulate`` it is torch on the CPU with that same runner driving the
 emulated NPU device module (``graphcheck.backends.graphs.npu_emulated``), so the runner's
@@ -224,20 +225,29 @@ def _no_xpu_reason(paddle: Any) -> str:
     return f"paddle {paddle.__version__} (built with XPU support) sees no XPU device (device_count() is 0)"
 
 
-def _paddle_emulated_runner() -> GraphRunner:
-    from .graphs.emulated import EmulatedRunner
-    from .graphs.paddle_ops import PaddleOps
+def _xpu_emulated_runner() -> GraphRunner:
+    """The xpu runner over a fresh emulated XPU graph API; one warm-up run (on the CPU it only costs time)."""
+    from .graphs.xpu import XpuGraphRunner
+    from .graphs.xpu_emulated import emulated_xpu_binding
 
-    return EmulatedRunner(PaddleOps())
+    return XpuGraphRunner(emulated_xpu_binding(), warmup_iters=1)
 
 
 def _xpu_runner_for(device: str) -> Callable[[], GraphRunner]:
     def factory() -> GraphRunner:
-        from .graphs.xpu import XpuGraphRunner
+        from .graphs.xpu import XpuGraphRunner, load_xpu_binding
 
-        return XpuGraphRunner(device)
+        return XpuGraphRunner(load_xpu_binding(device))
 
     return factory
+
+
+#: What doctor says ``--backend xpu --emulate`` runs, and what that does not prove.
+XPU_EMULATE = "paddle on cpu, xpu runner on the emulated XPU graph API"
+_XPU_EMULATE_PROVES = (
+    "--emulate works: it runs the xpu runner's capture and replay code on paddle CPU tensors "
+    "(its wiring and graph semantics, not Kunlun kernels, the XPU memory pool or thread_local mode)"
+)
 
 
 def _resolve_xpu(emulate: bool) -> Device:
@@ -247,14 +257,17 @@ def _resolve_xpu(emulate: bool) -> Device:
             name="xpu",
             framework="paddle",
             device="cpu",
-            runner_factory=_paddle_emulated_runner,
-            description=f"xpu --emulate: paddle {paddle.__version__} on cpu, emulated graph runner",
+            runner_factory=_xpu_emulated_runner,
+            description=(
+                f"xpu --emulate: paddle {paddle.__version__} on cpu, xpu CUDAGraph runner on the emulated XPU graph API"
+            ),
             emulated=True,
         )
     if _xpu_count(paddle) == 0:
         raise BackendUnavailable(
             f"backend 'xpu' needs a Kunlun XPU, but {_no_xpu_reason(paddle)}. "
-            "Pass --emulate to run the xpu backend's paddle path on the CPU with the emulated graph runner."
+            "Pass --emulate to run the xpu backend's paddle path and graph runner on the CPU "
+            "with the emulated XPU graph API."
         )
     current = str(paddle.device.get_device())
     device = current if current.startswith("xpu:") else "xpu:0"
@@ -269,7 +282,7 @@ def _resolve_xpu(emulate: bool) -> Device:
 
 def _xpu_status() -> BackendStatus:
     version = _version(*_PADDLE_DISTS)
-    emulate = "paddle on cpu, emulated runner"
+    emulate = XPU_EMULATE
     if version is None:
         return BackendStatus(
             "xpu",
@@ -289,7 +302,7 @@ def _xpu_status() -> BackendStatus:
     note = (
         f"{count} Kunlun XPU device(s); paddle CUDAGraph on an XPU place"
         if count
-        else _no_xpu_reason(paddle) + "; --emulate works"
+        else f"{_no_xpu_reason(paddle)}; {_XPU_EMULATE_PROVES}"
     )
     return BackendStatus("xpu", "paddle", paddle.__version__, count > 0, "xpu", emulate, count > 0, note)
 

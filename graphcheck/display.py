@@ -4,9 +4,10 @@ A name that comes from a plugin, a scenario file or a downloaded report may hold
 a newline (which starts a console line of its own: on CI, a forged
 ``::error::`` annotation), other control characters, bidirectional formatting
 characters (U+202E makes the rest of a line read backwards) or lone surrogates
-(which cannot be encoded). :func:`one_line` shows each of them as a visible
-escape instead (``graphcheck.cli.console.plain`` adds rich's markup escaping on
-top); :func:`redacted` hides the password of a URL (a database's), which must
+(which cannot be encoded). :func:`shown` shows each of them as a visible
+escape instead: :func:`one_line` for the console (``graphcheck.cli.console.plain``
+adds rich's markup escaping on top), the HTML reports with the line breaks kept
+(``graphcheck.report.html``; autoescaping adds HTML's); :func:`redacted` hides the password of a URL (a database's), which must
 reach no console, report or CI summary. A leaf: standard library only.
 """
 
@@ -30,9 +31,16 @@ def _visible(char: str) -> str:
     )
 
 
+def shown(text: object, keep: str = "") -> str:
+    """``text`` with every hidden code point (control, separator, format, surrogate) as a visible escape,
+    but those in ``keep``; an escape is ASCII letters, digits and a backslash, so markup escaping after it
+    is not needed and not undone."""
+    return "".join(char if char in keep else _visible(char) for char in str(text))
+
+
 def one_line(text: object) -> str:
     """``text`` as one line of printable characters: every hidden code point as a visible escape."""
-    return "".join(map(_visible, str(text)))
+    return shown(text)
 
 
 #: ``scheme://user:password@`` in any text: the password part (a ``--database redis://:PASS@host`` URL).
@@ -44,4 +52,4 @@ def redacted(text: object) -> str:
     return _CREDENTIALS.sub(lambda m: f"{m.group('head')}:***@", str(text))
 
 
-__all__ = ["one_line", "redacted"]
+__all__ = ["one_line", "redacted", "shown"]

@@ -5,13 +5,14 @@ through one of these families (``graphcheck.cli.exitcodes`` gives each its exit 
 
     GraphcheckError
         InputError               a bad option value or input: ScenarioError, OracleError,
-                                 UnknownBackend, UnknownFault
+                                 UnknownBackend, UnknownFault, SuiteNotReproducible
         BackendUnavailableError  a backend this machine cannot run: BackendUnavailable, NpuUnavailable
         ResourceError            the machine ran out of something: EngineOutOfMemory
         EngineError              an engine or graph runner cannot do what it was asked:
                                  CaptureError (HostSyncInCapture, EscapedOpError),
                                  PoisonedTensorError, EngineNotRestorable
-        DivergenceError          a check failed: ScenarioDiverged (also an AssertionError)
+        DivergenceError          a check failed: ScenarioDiverged (also an AssertionError),
+                                 EngineNondeterministic (it failed once, not when run again)
         RunError                 graphcheck could not finish the run itself: ParallelRunError
 
 The concrete classes live beside the code that raises them; several keep a builtin

@@ -27,7 +27,7 @@ from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.report.catalog_seeds import write_seeds_catalog
 from graphcheck.search.suite_registry import load_suites
-from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunSpec
+from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec
 from graphcheck.suites.properties import backend_from_env
 
 from _layers import fast_first, slow
@@ -37,11 +37,12 @@ QUICK_FAULTS = ("rebind-output-offsets", "host-sync-in-capture")
 CI = SeedsSettings(seeds=2, examples=RUN_PROFILE_EXAMPLES["ci"], profile="ci")
 
 
-def _run_loop(fault: str, seed: int, tmp_path: Path) -> SuiteRun:
-    """What ``graphcheck run --profile ci --seed SEED --inject FAULT --database none`` runs, shrinking included."""
+def _run_loop(fault: str, seed: int, tmp_path: Path, clean: list[bool]) -> SuiteRun:
+    """What ``graphcheck run --profile ci --seed SEED --inject FAULT --database none`` runs, shrinking included;
+    ``clean`` gets whether each lockstep run of a search was clean."""
     checker = Checker(backend_from_env(), faults=(fault,))
     spec = SuiteRunSpec(checker, list(load_suites().values()), CI.examples, seed, tmp_path / "run.json")
-    run = SuiteRun(spec)
+    run = SuiteRun(spec, SuiteRunHooks(on_example=lambda scenario, outcome: clean.append(outcome.clean)))
     run.run()
     return run
 
@@ -60,12 +61,14 @@ def test_per_seed_runs_over_two_faults_and_two_seeds(tmp_path: Path) -> None:
 def test_a_seed_run_stops_where_graphcheck_run_first_diverges(tmp_path: Path, fault: str, seed: int) -> None:
     """The same suite, the same example in it, the same examples before it as the run loop (which shrinks after)."""
     mine = run_seed(fault, seed, backend_from_env(), CI, tmp_path)
-    full = _run_loop(fault, seed, tmp_path)
+    clean: list[bool] = []
+    full = _run_loop(fault, seed, tmp_path, clean)
     found = full.fuzzed[-1]
     assert found.outcome is not None and not found.outcome.clean
     before = sum(r.examples for r in full.fuzzed[:-1])
-    assert (mine.caught_by, mine.suite_example) == (found.suite, found.first_failure_at)
-    assert mine.examples == before + (found.first_failure_at or 0)
+    first_run = clean.index(False) + 1  # lockstep runs of the whole run up to its first divergence
+    assert (mine.caught_by, mine.suite_example) == (found.suite, first_run - before)
+    assert mine.examples == first_run
 
 
 def test_a_divergence_in_a_demo_scenario_counts_with_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

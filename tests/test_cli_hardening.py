@@ -324,13 +324,76 @@ def test_a_drawn_scenario_above_the_memory_limit_is_not_run(
     def never(self: Any, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("an engine was built for a scenario above the memory limit")
 
-    one_scenario_suite(demo_scenario(num_steps=2))
+    scenario = demo_scenario(num_steps=2)
+    one_scenario_suite(scenario)
     monkeypatch.setattr(Engine, "__init__", never)
     monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "1M")
     assert main(run_args(tmp_path)) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert err.startswith("graphcheck: bad scenario: config: ") and err.count("\n") == 1
     assert "GRAPHCHECK_MAX_ENGINE_MEMORY=3M" in err
+    (report,) = run_dirs(tmp_path / "reports")  # the refused scenario is named, and kept where the line says
+    kept = report / "pending-scenario.json"
+    assert err.endswith(f"; the refused scenario {scenario.name} is kept in {kept}\n")
+    assert Scenario.from_json(kept.read_text()).requests == scenario.requests
+
+
+@pytest.mark.parametrize("clean_on", ["its next run", "its localised run"])
+def test_an_engine_that_gives_different_results_for_the_same_scenario_is_one_line_exit_1(
+    clean_on: str,
+    tmp_path: Path,
+    one_scenario_suite: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A divergence that does not repeat (Hypothesis's FlakyFailure; or the shrunk scenario's last run, after
+    the search): one line, never a traceback, and the scenario that diverged kept on disk."""
+    from graphcheck.check.checker import Checker
+
+    real, runs = Checker.run, []
+
+    def unrepeatable(self: Checker, scenario: Scenario, **kwargs: Any) -> Any:
+        runs.append(scenario)
+        clean = len(runs) > 1 if clean_on == "its next run" else kwargs.get("localise", False)
+        return real(self, scenario, **{**kwargs, "faults": ()} if clean else kwargs)
+
+    scenario = failing_scenario()
+    one_scenario_suite(scenario)
+    monkeypatch.setattr(Checker, "run", unrepeatable)
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.DIVERGENCE
+    err = capsys.readouterr().err
+    assert err.startswith("graphcheck: suite fixed: the engine gave different results for the same scenario ")
+    assert "Traceback" not in err and err.count("\n") == 1
+    (report,) = run_dirs(tmp_path / "reports")
+    kept = report / "pending-scenario.json"
+    assert f"kept in {kept}" in err and Scenario.from_json(kept.read_text()).requests == scenario.requests
+
+
+def test_a_suite_whose_strategy_draws_differently_for_the_same_example_is_one_usage_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hypothesis's FlakyStrategyDefinition: the suite's fault, not the engine's."""
+    import itertools
+
+    drawn = itertools.count()  # state outside Hypothesis: how much a draw takes changes from one draw to the next
+    sizes = st.integers(0, 3).flatmap(lambda _: st.lists(st.integers(0, 9), min_size=next(drawn) % 3, max_size=2))
+    suite = Suite("drift", "draws differently", lambda: sizes.map(lambda _: failing_scenario()), (3,))
+    monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("graphcheck: error: suite drift: its strategy drew different scenarios for the same example")
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_memory_limit_no_scenario_fits_is_one_usage_line_before_a_report_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GRAPHCHECK_MAX_ENGINE_MEMORY", "1")
+    assert main(run_args(tmp_path)) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("graphcheck: error: GRAPHCHECK_MAX_ENGINE_MEMORY: the limit of 1 B (1 bytes) is below")
+    assert "the built-in engine" in err and "no scenario could run" in err and err.count("\n") == 1
+    assert not (tmp_path / "reports").exists()
 
 
 def test_a_clean_run_reports_its_fuzzing_per_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -434,6 +497,34 @@ def test_a_recorded_fault_name_with_a_newline_is_refused_on_one_line(
     captured = capsys.readouterr()
     assert "::error::forged" not in captured.err.replace("\\n::error::forged", "")
     assert captured.err.count("\n") == 1
+
+
+def _format_chars(text: str) -> list[str]:
+    import unicodedata
+
+    return [c for c in text if unicodedata.category(c) == "Cf"]
+
+
+def test_bidi_controls_in_names_reach_neither_the_console_nor_the_page_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """U+202E in a suite's and a scenario's name, and in a name given on the command line: shown as ``\\u202e``."""
+    import dataclasses
+
+    scenario = dataclasses.replace(failing_scenario(), name="fixed\u202eevil\u2066")
+    suite = Suite("fixed\u202eevil\u200f", "one fixed scenario", lambda: st.just(scenario), (3,))
+    monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
+    assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.DIVERGENCE
+    captured = capsys.readouterr()
+    assert _format_chars(captured.out + captured.err) == [] and "fixed\\u202eevil\\u200f" in captured.out
+    (report,) = run_dirs(tmp_path / "reports")
+    page = (report / "index.html").read_text(encoding="utf-8")
+    assert _format_chars(page) == [] and "fixed\\u202eevil\\u200f" in page
+
+    monkeypatch.undo()
+    assert main(["run", "--suite", "no\u202epe", "--report-dir", str(tmp_path / "r")]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert _format_chars(err) == [] and "unknown suite no\\u202epe" in err and err.count("\n") == 1
 
 
 def test_a_report_recorded_with_the_engine_scheduled_oracle_replays_its_settings(tmp_path: Path) -> None:

@@ -129,6 +129,41 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
     assert first_example(1, database_key("padding", Checker(cpu, faults=(FAULT,)))) != first.outcome.scenario
 
 
+def test_a_replayed_batch_fails_at_its_first_example_though_a_passing_scenario_runs_first(tmp_path: Path) -> None:
+    """``first_failure_at`` counts examples (batches), not the lockstep runs of the batch before its failing one."""
+    import dataclasses
+
+    from hypothesis import strategies as st
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from graphcheck.backends.devices import resolve
+    from graphcheck.search.builtin import demo_scenario
+
+    fails = demo_scenario(num_steps=3)  # the fault shows at the first replay (step 1)
+    passes = dataclasses.replace(fails, num_steps=1)  # the same config, the eager prefill alone
+    checker, db = Checker(resolve("cpu"), faults=("rebind-output-offsets",)), InMemoryExampleDatabase()
+
+    def search(runs: list[bool]) -> object:
+        return fuzz_suite(
+            "replay",
+            st.sampled_from([passes, fails]),
+            checker,
+            examples=4,
+            seed=0,
+            pending_path=tmp_path / "p.json",
+            on_example=lambda scenario, outcome: runs.append(outcome.clean),
+            database=db,
+            database_key=b"replay",
+            per_config=2,
+        )
+
+    assert search([]).first_failure_at is not None
+    runs: list[bool] = []
+    again = search(runs)
+    assert runs[:2] == [True, False], "the saved batch runs its passing scenario before the failing one"
+    assert again.first_failure_at == 1
+
+
 def test_keyed_database_keeps_searches_apart(tmp_path: Path) -> None:
     from graphcheck.search.database import KeyedDatabase
 

@@ -92,15 +92,15 @@ def test_xpu_without_a_device_suggests_emulate(monkeypatch):
     assert not isinstance(info.value, UnknownBackend)
 
 
-def test_xpu_emulated_runs_paddle_on_cpu(monkeypatch):
+def test_xpu_emulated_runs_paddle_on_cpu_through_the_xpu_runner(monkeypatch):
     paddle = _no_xpu(monkeypatch)
-    from graphcheck.backends.graphs.emulated import EmulatedRunner
     from graphcheck.backends.graphs.paddle_ops import PaddleOps
+    from graphcheck.backends.graphs.xpu import XpuGraphRunner
 
-    device = resolve("xpu", emulate=True)
+    device = resolve("xpu", emulate=True)  # tests/test_xpu_emulated.py covers the runner and the module
     assert (device.name, device.framework, device.device, device.emulated) == ("xpu", "paddle", "cpu", True)
     runner = device.runner_factory()
-    assert isinstance(runner, EmulatedRunner) and isinstance(runner.ops, PaddleOps) and runner.name == "emulated"
+    assert isinstance(runner, XpuGraphRunner) and isinstance(runner.ops, PaddleOps) and runner.name == "xpu-emulated"
     assert "xpu --emulate" in device.description and paddle.__version__ in device.description
 
 

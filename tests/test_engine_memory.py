@@ -22,6 +22,7 @@ import weakref
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from graphcheck.check.memory_gate import MemoryLimitError, admit, engine_memory_limit, estimate
 from graphcheck.errors import InputError
@@ -33,6 +34,7 @@ from graphcheck.memory_estimate import (
 )
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, load_scenario, validate
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.strategies import scenarios
 
 from _layers import fast_first
 
@@ -530,6 +532,20 @@ def test_limit_from_the_environment_and_the_argument(monkeypatch: pytest.MonkeyP
         admit(demo, Engine, 2**20)
     with pytest.raises(ValueError):
         admit(demo, Engine, 0)
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(scenario=scenarios(max_steps=2))
+def test_no_scenario_needs_less_than_the_smallest_run(scenario: Scenario) -> None:
+    """``check_limit_usable`` refuses only a limit that every scenario would be refused under."""
+    from graphcheck.backends.engine import Engine
+    from graphcheck.check.memory_gate import check_limit_usable, smallest_run
+
+    least = smallest_run(Engine, lambda s: s)
+    assert least is not None and least.total <= estimate(Engine, scenario.config, scenario.requests).total
+    check_limit_usable(Engine, lambda s: s, least.total)
+    with pytest.raises(InputError, match="no scenario could run"):
+        check_limit_usable(Engine, lambda s: s, least.total - 1)
 
 
 @pytest.mark.parametrize(

@@ -354,7 +354,7 @@ def xpu():
 def test_lockstep_demo_is_clean_on_xpu_emulate(xpu):
     outcome = check_scenario(demo_scenario(), xpu)
     assert outcome.clean, [d.headline() for d in outcome.failures]
-    assert outcome.runner == "emulated" and outcome.steps_run == demo_scenario().num_steps
+    assert outcome.runner == "xpu-emulated" and outcome.steps_run == demo_scenario().num_steps
     assert any(r.used_graph for r in outcome.records["graph"])
 
 

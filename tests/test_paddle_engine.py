@@ -214,7 +214,7 @@ def test_eager_paddle_engine_matches_reference(name, xpu):
 @pytest.mark.parametrize("name", ["demo-topp", "buckets", "eager_above"])
 def test_emulated_graph_paddle_engine_matches_reference(name, scope, xpu):
     scenario, engine = engine_for(name, scope, device=xpu)
-    assert engine.runner.name == "emulated" and type(engine.runner.ops).__name__ == "PaddleOps"
+    assert engine.runner.name == "xpu-emulated" and type(engine.runner.ops).__name__ == "PaddleOps"
     run = run_against_reference(engine, scenario, name, f"paddle graphs/{scope}")
     assert assert_graph_policy(run, scenario.config) > 0, "no decode step replayed a graph"
 

@@ -598,6 +598,27 @@ def test_html_where_section_shows_every_field_escaped(tmp_path: Path, no_github_
     assert "https://" not in html and "http://" not in html and "file://" not in html
 
 
+#: Every bidi embedding, override, isolate and mark, and a zero-width joiner: format characters (Cf).
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u200d"
+
+
+def test_bidi_and_other_format_characters_reach_the_page_as_visible_escapes(tmp_path: Path) -> None:
+    """A name can hold U+202E (the rest of its line reads backwards); the page shows it as ``\\u202e``."""
+    import unicodedata
+
+    out = named(samples.diverged_outcome(), f"padding{BIDI}/shrunk")
+    head = out.first.headline()
+    suites = [SuiteRun(f"padding{BIDI}", 9, 60, 0.5, False, "shrunk", head, 2, out.scenario.name)]
+    info = samples.run_info(faults=(f"rebind{BIDI}",), engine=f"pkg.mod:Engine{BIDI}")
+    paths = write_report([out], tmp_path / "bidi", command=COMMAND, run_info=info, suites=suites)
+    html = paths.index_html.read_text(encoding="utf-8")
+    assert [c for c in html if unicodedata.category(c) == "Cf"] == []
+    escaped = "".join(f"\\u{ord(c):04x}" for c in BIDI)
+    text = text_of(paths.index_html)
+    assert f"padding{escaped}/shrunk" in text and f"rebind{escaped}" in text
+    assert "\n" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # line breaks and escaping stay
+
+
 def test_html_where_section_links_the_source_to_the_commit_on_github(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,7 @@
 ``HostParam``), ``emulated`` the CPU emulation, ``warmup`` what the device
 runners share, ``cuda`` torch CUDA graphs, ``npu`` torch_npu NPUGraph (with
 ``npu_emulated``, its device module on the CPU) and ``xpu`` Paddle graphs on
-Kunlun; import a device runner only for its backend. Importing this package
+Kunlun (with ``xpu_emulated``, Paddle's graph API emulated on the CPU); import a device runner only for its backend. Importing this package
 imports no framework.
 """
 

@@ -58,7 +58,7 @@ class SeedRun:
     caught_by: str | None  # the suite (or demo scenario) whose example diverged first; None: the run was clean
     examples: int  # lockstep runs of the whole run, up to and including the diverging one
     seconds: float  # from the run's start to that divergence (or to the run's end)
-    suite_example: int | None = None  # the diverging example's place in its suite (fuzz.json's first_failure_at)
+    suite_example: int | None = None  # lockstep runs of its suite up to and including the diverging one
     kind: str | None = None  # of the first failing divergence
     headline: str | None = None
 

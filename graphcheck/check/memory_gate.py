@@ -14,14 +14,20 @@ scenario is judged by its own engine's estimate, never by the built-in one's.
 
 ``Lockstep`` admits every scenario first; ``graphcheck replay`` admits its
 file before it sets anything up, so that the error is the first thing it says.
+``graphcheck run`` checks first that the limit holds the smallest run its engine
+can make (``check_limit_usable``), before it claims a report folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
+from graphcheck.contract import CONTRACT_NAMES
+from graphcheck.display import one_line
 from graphcheck.errors import InputError
 from graphcheck.memory_estimate import (
     DEFAULT_MAX_ENGINE_BYTES,
@@ -30,7 +36,7 @@ from graphcheck.memory_estimate import (
     format_bytes,
     parse_memory_size,
 )
-from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
+from graphcheck.scenario import GRAPH_SCOPES, MODELS, VERIFY_STRATEGIES, EngineConfig, RequestSpec, Scenario
 
 
 class MemoryLimitError(InputError):
@@ -38,15 +44,32 @@ class MemoryLimitError(InputError):
 
     ``field`` is what the message names first: ``config``, ``requests`` or the
     environment variable; ``estimate`` and ``limit`` the bytes compared (None for a
-    malformed limit). ``str(exc)`` is one ASCII line, ``FIELD: reason``.
+    malformed limit); ``scenario`` the refused scenario's name (None for a malformed
+    limit). ``str(exc)`` is one line, ``FIELD: reason``.
     """
 
-    def __init__(self, field: str, reason: str, *, estimate: MemoryEstimate | None = None, limit: int | None = None):
+    def __init__(
+        self,
+        field: str,
+        reason: str,
+        *,
+        estimate: MemoryEstimate | None = None,
+        limit: int | None = None,
+        scenario: str | None = None,
+    ):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
         self.estimate = estimate
         self.limit = limit
+        self.scenario = scenario
+
+    def kept(self, path: Path | None) -> MemoryLimitError:
+        """This refusal, its message naming the refused scenario and ``path``, the file it is kept in (None: none)."""
+        name = one_line(self.scenario or "(unnamed)")
+        where = f" is kept in {one_line(path)}" if path is not None else " could not be kept on disk"
+        reason = f"{self.reason}; the refused scenario {name}{where}"
+        return MemoryLimitError(self.field, reason, estimate=self.estimate, limit=self.limit, scenario=self.scenario)
 
 
 def engine_memory_limit(environ: Mapping[str, str] | None = None) -> int | None:
@@ -111,10 +134,61 @@ def admit(scenario: Scenario, factory: Any, limit: int | None = None) -> MemoryE
     elif isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     config_only = estimate(factory, scenario.config)
-    _check(factory, "config", config_only, limit)
+    _check(factory, "config", config_only, limit, scenario.name)
     full = estimate(factory, scenario.config, scenario.requests)
-    _check(factory, "requests", full, limit)
+    _check(factory, "requests", full, limit, scenario.name)
     return full
+
+
+#: Every size of a scenario's config at the least ``graphcheck.scenario`` accepts.
+_LEAST_SIZES: Mapping[str, Any] = {
+    "max_num_seqs": 1,
+    "num_speculative_tokens": 1,
+    "num_model_steps": 1,
+    "capture_sizes": (),
+    "vocab_size": 8,
+    "hidden_size": 2,
+    "block_size": 1,
+    "max_model_len": 8,
+    "max_candidate_len": 1,
+}
+
+
+def least_configs() -> list[EngineConfig]:
+    """The configs of the least sizes, one per choice of each field that changes what an engine allocates."""
+    choices = itertools.product(MODELS, GRAPH_SCOPES, VERIFY_STRATEGIES, (False, True), CONTRACT_NAMES)
+    return [
+        EngineConfig(**_LEAST_SIZES, model=m, graph_scope=g, verify_strategy=v, naive_mode=n, contract=c)
+        for m, g, v, n, c in choices
+    ]
+
+
+def smallest_run(factory: Any, prepare: Callable[[Scenario], Scenario]) -> MemoryEstimate | None:
+    """The least estimate a scenario can have on ``factory`` (None without ``memory_estimate``): over
+    :func:`least_configs` as ``prepare`` makes them run (a Checker's: its model, fitted to the engine)."""
+    if getattr(factory, "memory_estimate", None) is None:
+        return None
+    configs = {prepare(Scenario(config, (), num_steps=1)).config for config in least_configs()}
+    found = [e for e in (estimate(factory, config) for config in configs) if e is not None]
+    return min(found, key=lambda e: e.total, default=None)
+
+
+def check_limit_usable(factory: Any, prepare: Callable[[Scenario], Scenario], limit: int | None = None) -> None:
+    """InputError when ``limit`` (default: ``engine_memory_limit()``) is below :func:`smallest_run`:
+    no scenario could pass the gate, so a run would refuse its first one, whatever it drew."""
+    if limit is None:
+        limit = engine_memory_limit()
+    if limit is None:  # ``none``: no limit
+        return
+    least = smallest_run(factory, prepare)
+    if least is None or least.total <= limit:
+        return
+    raise InputError(
+        f"{MAX_ENGINE_MEMORY_ENV}: the limit of {format_bytes(limit)} ({limit} bytes) is below the smallest "
+        f"lockstep run {_engine_label(factory)} can make (about {format_bytes(least.total)}, every size of the "
+        f"config at its least), so no scenario could run; raise it (the default is "
+        f"{format_bytes(DEFAULT_MAX_ENGINE_BYTES)}) or set it to none"
+    )
 
 
 def _engine_label(factory: Any) -> str:
@@ -126,7 +200,7 @@ def _engine_label(factory: Any) -> str:
     return f"engine {ascii(str(name))[1:-1][:60]}"
 
 
-def _check(factory: Any, field: str, found: MemoryEstimate | None, limit: int | None) -> None:
+def _check(factory: Any, field: str, found: MemoryEstimate | None, limit: int | None, scenario: str) -> None:
     if found is None or limit is None or found.total <= limit:
         return
     total = found.total
@@ -147,7 +221,17 @@ def _check(factory: Any, field: str, found: MemoryEstimate | None, limit: int | 
         f"{MAX_ENGINE_MEMORY_ENV}={suggest} (bytes, or a K/M/G/T suffix)",
         estimate=found,
         limit=limit,
+        scenario=scenario,
     )
 
 
-__all__ = ["MemoryLimitError", "admit", "engine_memory_limit", "estimate", "reference_memory"]
+__all__ = [
+    "MemoryLimitError",
+    "admit",
+    "check_limit_usable",
+    "engine_memory_limit",
+    "estimate",
+    "least_configs",
+    "reference_memory",
+    "smallest_run",
+]

@@ -133,11 +133,11 @@ def faults_table(faults: Mapping[str, Any]) -> Table:
     for column in ("name", "class", "what it breaks", "signal", "declared breaks"):
         table.add_column(column, overflow="fold")
     for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
-        table.add_row(
-            name,
+        table.add_row(  # an engine's own text: shown as written, bidi controls and markup included
+            plain(name),
             str(getattr(fault, "bug_class", "")),
-            getattr(fault, "summary", str(fault)),
-            getattr(fault, "signal", ""),
-            ", ".join(getattr(fault, "breaks", ())),
+            plain(getattr(fault, "summary", str(fault))),
+            plain(getattr(fault, "signal", "")),
+            plain(", ".join(getattr(fault, "breaks", ()))),
         )
     return table

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from graphcheck.check.memory_gate import MemoryLimitError
+from graphcheck.display import one_line
 from graphcheck.errors import (
     BackendUnavailableError,
     DivergenceError,
@@ -35,14 +36,16 @@ INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; what was fo
 class Exit:
     """How ``main`` ends on an error: its exit code, and the one line it prints on stderr.
 
-    ``line`` is formatted with ``error`` (the exception) and printed after ``graphcheck: ``.
+    ``line`` is formatted with ``error`` (the exception) and printed after ``graphcheck: ``, as one
+    line (``graphcheck.display.one_line``: what the error quotes, a name given or an engine's, may hold
+    a newline or a bidi control).
     """
 
     code: int
     line: str = "{error}"
 
     def message(self, error: BaseException) -> str:
-        return "graphcheck: " + self.line.format(error=error)
+        return "graphcheck: " + one_line(self.line.format(error=error))
 
 
 #: Error class -> how ``main`` ends on it; None: not a user error, so the traceback stays

@@ -15,7 +15,7 @@ from typing import Any
 from graphcheck import github
 from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import resolve_engine
-from graphcheck.check.memory_gate import engine_memory_limit
+from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
 from graphcheck.cli import exitcodes
@@ -76,6 +76,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if not plan.suites:
         reasons = "; ".join(f"{s.suite}: {s.reason}" for s in plan.skipped)
         raise InputError(f"no suite can run on engine {engine.spec}: {reasons}")
+    check_limit_usable(engine.factory, plan.checker.prepare)  # a limit no scenario fits: before a folder is made
     plan.run_id, plan.out_dir = claim_run_dir(Path(args.report_dir))
     return plan
 
@@ -142,7 +143,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _print_header(console: Any, plan: RunPlan) -> None:
     backend = plan.backend
     console.print(f"graphcheck run {plan.run_id}: backend {backend.name} ({backend.description})", highlight=False)
-    injected = f"; injected: {', '.join(plan.faults)}" if plan.faults else ""
+    injected = f"; injected: {plain(', '.join(plan.faults))}" if plan.faults else ""
     console.print(
         f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite, "
         f"seed {plan.seed}{injected}",
@@ -150,9 +151,9 @@ def _print_header(console: Any, plan: RunPlan) -> None:
     )
     console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
     if not plan.engine.builtin:
-        console.print(f"  engine {plan.engine.spec} ({plan.engine.source})", markup=False, highlight=False)
+        console.print(f"  engine {plain(plan.engine.spec)} ({plain(plan.engine.source)})", highlight=False)
     for skipped in plan.skipped:
-        console.print(f"  skipped suite {skipped.suite}: {skipped.reason}", markup=False, highlight=False)
+        console.print(f"  skipped suite {plain(skipped.suite)}: {plain(skipped.reason)}", highlight=False)
 
 
 def _print_verdict(
@@ -252,6 +253,8 @@ def _run_in_process(
             raise RunInterrupted(run.outcomes, run.fuzzed) from None
         except KeyboardInterrupt:
             raise RunInterrupted(run.outcomes, run.fuzzed) from None
+        except MemoryLimitError as refused:  # the gate's refusal is the run's end; its scenario stays on disk
+            raise refused.kept(pending if pending.is_file() else None) from None
     return run.outcomes, run.fuzzed
 
 

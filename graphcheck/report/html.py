@@ -6,12 +6,13 @@ import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import jinja2
 
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
+from graphcheck.display import shown
 from graphcheck.report.files import write_atomic
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
@@ -205,6 +206,7 @@ def environment() -> jinja2.Environment:
         loader=jinja2.FunctionLoader(_load_template),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
         undefined=jinja2.StrictUndefined,
+        finalize=visible_on_page,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -215,6 +217,19 @@ def environment() -> jinja2.Environment:
     env.globals["kind_blurb"] = lambda kind: TITLES.get(kind, ("", ""))[1]
     env.globals["plural"] = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")
     return env
+
+
+#: The hidden code points a page keeps as they are: HTML lays out line breaks and tabs (``<pre>``).
+PAGE_KEEPS = "\n\r\t"
+
+
+def visible_on_page(value: Any) -> Any:
+    """The ``finalize`` of every template: a string it prints (a name, a message, a rendered macro) with
+    its bidi controls, zero-width and other format characters and controls shown as escapes
+    (``graphcheck.display.shown``), before autoescaping; safe markup stays safe (an escape adds no markup)."""
+    if hasattr(value, "__html__"):
+        return type(value)(shown(value, PAGE_KEEPS))
+    return shown(value, PAGE_KEEPS) if isinstance(value, str) else value
 
 
 def _first_line(text: str, limit: int = 160) -> str:

@@ -54,7 +54,7 @@ class SuiteRun:
     clean: bool
     shrink: str = "-"  # a key of SHRINK_STATES
     first: str | None = None  # the first divergence's headline
-    first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
+    first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
     scenario_name: str | None = None
 
 

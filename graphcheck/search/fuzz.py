@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
+from hypothesis import errors as hypothesis_errors
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import EngineSpecError
@@ -39,6 +40,8 @@ from graphcheck.check.noise import NumericTally
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_reached
+from graphcheck.display import one_line
+from graphcheck.errors import DivergenceError, InputError
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
@@ -72,7 +75,7 @@ class FuzzResult:
     steps: int  # engine steps run, over all examples
     outcome: CheckOutcome | None
     elapsed_s: float
-    first_failure_at: int | None = None  # examples run up to the first diverging one, itself included
+    first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
     interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (a near tie), failing or not
     coverage: CoverageTally = dataclasses.field(default_factory=CoverageTally)  # situations the examples hit
@@ -225,6 +228,51 @@ class _Diverged(Exception):
     """Raised inside the search's test: the scenario it was given diverges."""
 
 
+class EngineNondeterministic(DivergenceError):
+    """The engine gave different results for the same scenario: it diverged once, and ran clean when run again.
+
+    Hypothesis's ``FlakyFailure``, or a shrunk scenario clean on its last run: nothing can be
+    shrunk or reported that does not repeat. ``scenario`` is one that diverged, ``kept`` the
+    file it was written to (None when the disk refused it).
+    """
+
+    def __init__(self, suite: str, scenario: Scenario, kept: Path | None) -> None:
+        where = f"kept in {kept}: `graphcheck replay` it" if kept is not None else "not kept (the disk refused it)"
+        super().__init__(
+            f"suite {one_line(suite)}: the engine gave different results for the same scenario "
+            f"{one_line(scenario.name or '(unnamed)')}: it diverged once and ran clean when run again (a "
+            f"nondeterministic engine, or one whose reset keeps state from an earlier scenario), so the search "
+            f"cannot go on; the scenario is {where}"
+        )
+        self.suite, self.scenario, self.kept = suite, scenario, kept
+
+
+class SuiteNotReproducible(InputError):
+    """A suite's strategy drew differently for the same example (Hypothesis's ``FlakyStrategyDefinition``)."""
+
+    def __init__(self, suite: str) -> None:
+        super().__init__(
+            f"suite {one_line(suite)}: its strategy drew different scenarios for the same example (it depends on "
+            "state outside Hypothesis, such as random numbers of its own), so the search cannot go on"
+        )
+
+
+#: Hypothesis's flaky-strategy error (``()`` where it has none: then every Flaky is taken for the engine's).
+_FLAKY_DRAWS: Any = getattr(hypothesis_errors, "FlakyStrategyDefinition", ())
+
+
+def _not_repeated(suite: str, flaky: Flaky, diverged: CheckOutcome | None, pending_path: Path) -> Exception:
+    """What a Hypothesis ``Flaky`` out of a search means: the suite's draws or the engine's results did not
+    repeat. The engine's case writes the diverging scenario to ``pending_path``. ``flaky`` itself when
+    it carries an error other than a divergence (a harness bug, whose traceback is the report)."""
+    if isinstance(flaky, _FLAKY_DRAWS):
+        return SuiteNotReproducible(suite)
+    if diverged is None or any(not isinstance(e, _Diverged) for e in getattr(flaky, "exceptions", ())):
+        return flaky
+    kept = pending_path if write_pending(pending_path, diverged.scenario) else None
+    return EngineNondeterministic(suite, diverged.scenario, kept)
+
+
 def find_diverging(
     strategy: Any,
     diverges: Callable[[Any], Scenario | None],
@@ -305,7 +353,9 @@ def fuzz_suite(
     With ``database``, the examples saved under ``database_key`` are replayed
     first and failing ones are saved there (a key is required then; a batched
     search saves under ``KEY:per_config=N``, as its examples are batches). A
-    Ctrl-C raises :class:`SearchInterrupted` with what was found so far.
+    Ctrl-C raises :class:`SearchInterrupted` with what was found so far; a divergence
+    that does not repeat, :class:`EngineNondeterministic` (the scenario on disk); draws
+    that do not repeat, :class:`SuiteNotReproducible`.
     """
     if per_config < 1:
         raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
@@ -332,7 +382,15 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        return search.result(checker.run(shrunk, localise=True))
+        outcome = checker.run(shrunk, localise=True)
+        if outcome.clean:  # it diverged in the search
+            raise EngineNondeterministic(name, shrunk, pending_path if pending_path.is_file() else None)
+        return search.result(outcome)
+    except Flaky as flaky:
+        error = _not_repeated(name, flaky, search.smallest, pending_path)
+        if error is flaky:
+            raise
+        raise error from None
     except DeviceLost as lost:  # the failing scenario is on disk (pending_path); nothing more can run here
         return search.result(lost.outcome)
     except _NotAFinding as stop:
@@ -357,6 +415,7 @@ class _Search:
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
         self.examples = self.steps = self.ambiguous_examples = 0
+        self.judged = 0  # Hypothesis examples (a scenario, or a batch of them) judged so far
         self.first_failure_at: int | None = None
         self.smallest: CheckOutcome | None = None
         self.coverage = CoverageTally()
@@ -365,6 +424,7 @@ class _Search:
 
     def judge(self, scenario: Scenario) -> Scenario | None:
         """``scenario`` when it diverges, else None."""
+        self.judged += 1
         return scenario if self.diverges(scenario) else None
 
     def judge_batch(self, batch: tuple[Scenario, ...]) -> Scenario | None:
@@ -373,6 +433,7 @@ class _Search:
         A scenario that already passed in this search is not run again: a lockstep run
         is deterministic, and shrinking keeps redrawing the batch's minimal passing ones.
         """
+        self.judged += 1
         for scenario in batch:
             if scenario in self.passed:
                 continue
@@ -395,7 +456,8 @@ class _Search:
         self._record_situations(scenario, outcome)
         if not outcome.clean:
             if self.first_failure_at is None:
-                self.first_failure_at = self.examples
+                # The example, not the lockstep run: a replayed batch's passing scenarios run before its failing one.
+                self.first_failure_at = self.judged
             if self.smallest is None or scenario_size(scenario) < scenario_size(self.smallest.scenario):
                 self.smallest = outcome
         if self.on_example is not None:
