@@ -7,7 +7,8 @@ through one of these families (``graphcheck.cli.exitcodes`` gives each its exit 
         InputError               a bad option value or input: ScenarioError, OracleError,
                                  UnknownBackend, UnknownFault, SuiteNotReproducible
         BackendUnavailableError  a backend this machine cannot run: BackendUnavailable, NpuUnavailable
-        ResourceError            the machine ran out of something: EngineOutOfMemory
+        ResourceError            the machine ran out of something: EngineOutOfMemory,
+                                 WorkerOutOfResources (a -j worker's)
         EngineError              an engine or graph runner cannot do what it was asked:
                                  CaptureError (HostSyncInCapture, EscapedOpError),
                                  PoisonedTensorError, EngineNotRestorable

@@ -59,6 +59,9 @@ from _layers import slow
 #: so this leaves room for a loaded 2-core box. Shrinking gets a short budget of its own.
 CI_BUDGET_S = 60
 CI_SHRINK_S = 3
+#: The clean engine spends its whole budget (nothing ends its search early); whole clean ci runs
+#: (tests/test_situations.py) check it at length, so the catalog's own clean search stays short.
+CI_CLEAN_BUDGET_S = 10
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "area", "base", "source", "track", "embed", "param"}
 
@@ -106,6 +109,8 @@ def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixtu
             str(CI_BUDGET_S),
             "--shrink-budget",
             str(CI_SHRINK_S),
+            "--clean-budget",
+            str(CI_CLEAN_BUDGET_S),
             "--seed",
             "0",
             "--quiet",
@@ -118,6 +123,7 @@ def test_catalog_catches_every_fault(tmp_path: Path, capsys: pytest.CaptureFixtu
     missed = [f["fault"] for f in doc["faults"] if not f["detected"]]
     assert not missed, f"undetected within {CI_BUDGET_S}s: {missed}"
     assert doc["clean"]["clean"], doc["clean"]
+    assert doc["settings"]["clean_budget_s"] == CI_CLEAN_BUDGET_S
     assert code == exitcodes.CLEAN and doc["passed"]
     assert [f["fault"] for f in doc["faults"]] == list(FAULTS)
     assert doc["summary"]["detected"] == doc["summary"]["faults"] == len(FAULTS)
@@ -590,6 +596,7 @@ def test_report_files_of_a_synthetic_catalog(tmp_path: Path) -> None:
         (["--fault", "no-such-fault"], "unknown fault"),
         (["--budget", "0"], "--budget"),
         (["--shrink-budget", "-1"], "--shrink-budget"),
+        (["--clean-budget", "nan"], "--clean-budget"),
         (["--backend", "nope"], "nope"),
     ],
 )

@@ -234,6 +234,7 @@ def test_the_engine_is_clean(graphcheck_check):
 """
 
 
+@slow  # a pytest subprocess (about 12 s); the plugin's fast tests are in tests/test_pytest_plugin.py
 def test_the_pytest_plugin_checks_the_engine_given_by_option(thirdparty: Path, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()

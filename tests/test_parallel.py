@@ -17,6 +17,7 @@ import pytest
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.cli import exitcodes, main
+from graphcheck.errors import ResourceError
 from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec
 from graphcheck.parallel.run import merge_results, plan_jobs, worker_args
 from graphcheck.search.builtin import demo_scenario
@@ -26,11 +27,13 @@ from _layers import slow
 
 pytest.importorskip("xdist", reason="-j needs pytest-xdist (pip install 'graphcheck[parallel]')")
 
-FAULT = "naive-seed-frozen"
+#: A fault the addresses suite finds at its first example and shrinks in two runs: the database
+#: round trip is what these tests check, not the search.
+FAULT, SUITE = "rebind-output-offsets", "addresses"
 
 
 def _run(report_dir: Path, *extra: str) -> tuple[int, Path]:
-    code = main(["run", "--suite", "seeds", "--profile", "ci", "--quiet", "--report-dir", str(report_dir), *extra])
+    code = main(["run", "--suite", SUITE, "--profile", "ci", "--quiet", "--report-dir", str(report_dir), *extra])
     (run_dir,) = [p for p in report_dir.iterdir() if p.is_dir()]
     return code, run_dir
 
@@ -46,23 +49,20 @@ def test_j2_finds_the_fault_j1_finds_and_replays_it_from_the_database(tmp_path: 
     code_1, run_1 = _run(tmp_path / "j1", "--inject", FAULT, "--database", db)
     assert code_1 == exitcodes.DIVERGENCE
 
-    # Found on its own (no database), by workers with seeds 0 and 1, merged into one report.
-    code_2, run_2 = _run(tmp_path / "j2", "--inject", FAULT, "-j", "2", "--database", "none")
+    # With the database the -j 1 run filled, every worker's first example is the saved failure,
+    # and the workers' findings merge into one report. (Workers searching on their own, without a
+    # database, are what `graphcheck catalog --seeds -j 2` runs in tests/test_catalog_seeds.py.)
+    code_2, run_2 = _run(tmp_path / "j2db", "--inject", FAULT, "-j", "2", "--seed", "5", "--database", db)
     assert code_2 == exitcodes.DIVERGENCE
     first_1, first_2 = _first_failure(run_1), _first_failure(run_2)
-    assert (first_2["kind"], first_2["tensor"]) == (first_1["kind"], first_1["tensor"]) == ("seed", "infer_seed")
+    assert (first_2["kind"], first_2["tensor"]) == (first_1["kind"], first_1["tensor"]) == ("address", "cu_seqlens_out")
     for name in ("index.html", "divergences.json", "scenario.json", "junit.xml", "fuzz.json"):
         assert (run_2 / name).is_file(), name
     assert not list(run_2.glob("jobs/pending-*.json"))
     fuzzed = json.loads((run_2 / "fuzz.json").read_text())["suites"]
-    assert [f["suite"] for f in fuzzed] == ["seeds seed 0", "seeds seed 1"] and not any(f["clean"] for f in fuzzed)
-
-    # With the database the -j 1 run filled, every worker's first example is the saved failure.
-    code_3, run_3 = _run(tmp_path / "j2db", "--inject", FAULT, "-j", "2", "--seed", "5", "--database", db)
-    assert code_3 == exitcodes.DIVERGENCE
-    fuzzed = json.loads((run_3 / "fuzz.json").read_text())["suites"]
-    assert [(f["first_failure_at"], f["examples"]) for f in fuzzed] == [(1, 2), (1, 2)]
-    assert (run_3 / "scenario.json").read_text() == (run_1 / "scenario.json").read_text()
+    assert [f["suite"] for f in fuzzed] == [f"{SUITE} seed 5", f"{SUITE} seed 6"]
+    assert [(f["first_failure_at"], f["examples"], f["clean"]) for f in fuzzed] == [(1, 2, False), (1, 2, False)]
+    assert (run_2 / "scenario.json").read_text() == (run_1 / "scenario.json").read_text()
 
 
 @slow
@@ -107,15 +107,21 @@ def test_workers_one_gpu_each_where_several_are_visible() -> None:
     cpu = SimpleNamespace(name="cpu", emulated=True)
     cuda = SimpleNamespace(name="cuda", emulated=False)
     assert worker_args(3, cpu, [], {}) == ["-n", "3"]
+    shared = "//env:GRAPHCHECK_GPU_WORKERS=2"  # two workers on GPU 4: each bounds its memory to half
     assert worker_args(3, cuda, [], {"CUDA_VISIBLE_DEVICES": "4,5"}) == [
         "--tx",
-        "popen//env:CUDA_VISIBLE_DEVICES=4",
+        f"popen//env:CUDA_VISIBLE_DEVICES=4{shared}",
         "--tx",
         "popen//env:CUDA_VISIBLE_DEVICES=5",
         "--tx",
-        "popen//env:CUDA_VISIBLE_DEVICES=4",
+        f"popen//env:CUDA_VISIBLE_DEVICES=4{shared}",
     ]
-    assert worker_args(2, cuda, [], {"CUDA_VISIBLE_DEVICES": "0"}) == ["-n", "2"]
+    assert (
+        worker_args(2, cuda, [], {"CUDA_VISIBLE_DEVICES": "0"})
+        == ["--tx", f"popen//env:CUDA_VISIBLE_DEVICES=0{shared}"] * 2
+    )
+    npu = SimpleNamespace(name="npu", emulated=False)
+    assert worker_args(2, npu, [], {"ASCEND_RT_VISIBLE_DEVICES": "0"}) == ["-n", "2"]  # no memory bound off cuda
     assert worker_args(2, cpu, ["--tx", "ssh=gpu1"], {}) == []  # the user's workers, other hosts included
 
 
@@ -163,6 +169,27 @@ def test_a_dead_worker_is_a_crash_divergence_on_its_pending_scenario(tmp_path: P
     outcomes, _ = merge_results(_spec(tmp_path, (job, Job(BUILTIN))), found, keep_going=False)
     (crash,) = outcomes
     assert crash.first.kind == "crash" and "crashed" in crash.first.detail
+
+
+def test_a_worker_out_of_memory_is_the_machine_s_limit_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphcheck.check.records import EngineOutOfMemory
+    from graphcheck.cli.exitcodes import exit_for
+    from graphcheck.parallel import jobs as jobs_module
+
+    def oom(*args: object) -> JobResult:
+        raise EngineOutOfMemory("graph engine construction and capture ran out of memory: CUDA out of memory")
+
+    monkeypatch.setattr(jobs_module, "_run_fuzz", oom)
+    job = Job("seeds", 0)
+    spec = _spec(tmp_path, (job, Job(BUILTIN)))
+    result = JobResult.from_json(jobs_module.run_job(spec, job).to_json())
+    assert result.out_of_resources and "out of memory" in result.error and not result.outcomes
+    (tmp_path / f"pending-{job.key}.json").write_text(demo_scenario(num_steps=4).to_json())  # as a worker leaves it
+    with pytest.raises(ResourceError, match="seeds-seed0.*out of memory") as raised:
+        merge_results(spec, {job.id: result}, keep_going=False)
+    assert exit_for(raised.value).code == exitcodes.USAGE
 
 
 @pytest.mark.parametrize("suite", ["myorg/padding", "..", "a" * 300, "tab\there", "ünïcode"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, BenchSummary
+from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, BenchSummary, ParallelRow
 from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
 
 
@@ -135,6 +135,36 @@ def fuzz_table(summary: BenchSummary) -> Table:
     return table
 
 
+def _busy(row: ParallelRow) -> str:
+    if row.gpu_busy is None:
+        return escape(row.gpu_busy_source or "unavailable")
+    return f"{row.gpu_busy:.0%} ({escape(row.gpu_busy_source)}, {row.gpu_busy_samples} samples)"
+
+
+def parallel_table(summary: BenchSummary) -> Table:
+    """Aggregate fuzz examples/s of ``graphcheck run`` at ``-j 1`` and at the ``-j auto`` plan, with the
+    GPU's busy fraction during each run; the plan's reason as the caption. Shown, not judged."""
+    table = Table(title=f"parallel fuzz: graphcheck run at -j 1 and -j auto ({summary.backend})", title_justify="left")
+    for column in ("run", "workers", "examples", "seconds", "examples/s", "x -j 1", "GPU busy"):
+        table.add_column(column, justify="left" if column in ("run", "GPU busy") else "right")
+    speedup = summary.parallel_speedup
+    for row in summary.parallel:
+        rate = row.examples_per_s
+        table.add_row(
+            "-j 1" if row.mode == "j1" else f"-j {escape(row.mode)}",
+            str(row.workers),
+            str(row.examples),
+            f"{row.seconds:.1f}",
+            "" if rate is None else f"{rate:.2f}",
+            f"{speedup:.2f}x" if row.mode == "auto" and speedup is not None else "",
+            _busy(row),
+        )
+    plans = [row.plan for row in summary.parallel if row.plan]
+    if plans:
+        table.caption = escape(plans[0])
+    return table
+
+
 def verdict_line(summary: BenchSummary) -> str:
     if not summary.passed:
         return "[bold red]TARGETS NOT MET[/] " + escape("; ".join(summary.problems))
@@ -147,4 +177,4 @@ def verdict_line(summary: BenchSummary) -> str:
     return "[bold green]TARGETS MET[/] " + "; ".join(met or ["(fuzz figures only: pass --baseline to judge them)"])
 
 
-__all__ = ["decode_table", "fuzz_table", "lockstep_table", "op_graphs_table", "verdict_line"]
+__all__ = ["decode_table", "fuzz_table", "lockstep_table", "op_graphs_table", "parallel_table", "verdict_line"]

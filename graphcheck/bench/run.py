@@ -8,7 +8,9 @@ the lockstep runner per scenario and over the whole set, with the checking
 overhead judged against :func:`graphcheck.check.timings.overhead_target`, and
 the fuzz throughput (lockstep runs per second) with fresh and with pooled
 engines, their ratio (what pooling alone gives), and, given ``--baseline``, pooled
-against the baseline's figure on the suites both ran: the fuzz target.
+against the baseline's figure on the suites both ran: the fuzz target; and the aggregate
+examples/s of ``graphcheck run`` at ``-j 1`` and at the ``-j auto`` plan, with the GPU's busy
+fraction (``graphcheck.bench.gpu_busy``), shown and not judged.
 
 Files of one run (``reports/bench/<run-id>/`` or ``--out``): ``bench.json``
 (pytest-benchmark's own), ``summary.json`` (the figures below and the verdict),
@@ -91,6 +93,24 @@ class FuzzRow:
 
 
 @dataclass(frozen=True)
+class ParallelRow:
+    """One ``graphcheck run`` of the parallel benchmark: fuzz examples over its wall seconds, at ``workers``."""
+
+    mode: str  # "j1" (-j 1) or "auto" (the -j auto plan's count)
+    workers: int
+    examples: int  # lockstep runs over all suites and workers
+    seconds: float  # the command's wall time, start-up included
+    plan: str = ""  # the -j auto plan's reason line
+    gpu_busy: float | None = None  # mean utilization.gpu over the run, 0..1; None: unavailable
+    gpu_busy_source: str = ""  # "nvml", "nvidia-smi", or why it is unavailable
+    gpu_busy_samples: int = 0
+
+    @property
+    def examples_per_s(self) -> float | None:
+        return self.examples / self.seconds if self.seconds > 0 else None
+
+
+@dataclass(frozen=True)
 class FuzzGain:
     """The pooled fuzz against a baseline (``--baseline``), on the suites both ran."""
 
@@ -129,6 +149,7 @@ class BenchSummary:
     lockstep: list[LockstepRow] = field(default_factory=list)
     fuzz: list[FuzzRow] = field(default_factory=list)
     op_graphs: list[OpGraphRow] = field(default_factory=list)
+    parallel: list[ParallelRow] = field(default_factory=list)
     pytest_rc: int = 0
     baseline: FuzzRow | None = None  # --baseline: the fuzz figure to beat by FUZZ_SPEEDUP_TARGET
     baseline_source: str = ""
@@ -156,6 +177,13 @@ class BenchSummary:
         return pooled.examples_per_s / fresh.examples_per_s
 
     @property
+    def parallel_speedup(self) -> float | None:
+        """Aggregate examples/s at the -j auto plan over -j 1's (None without both)."""
+        rates = {r.mode: r.examples_per_s for r in self.parallel}
+        one, auto = rates.get("j1"), rates.get("auto")
+        return auto / one if one and auto is not None else None
+
+    @property
     def total(self) -> LockstepTimings:
         """The phases summed over every lockstep scenario."""
         total = LockstepTimings()
@@ -175,8 +203,8 @@ class BenchSummary:
         overhead = self.overhead
         if self.pytest_rc != 0:
             found.append(f"the benchmark run failed (pytest exit {self.pytest_rc}; see pytest.log)")
-        if not self.lockstep and not self.fuzz:
-            found.append("no figures (every lockstep and fuzz benchmark skipped or failed)")
+        if not self.lockstep and not self.fuzz and not self.parallel:
+            found.append("no figures (every lockstep, fuzz and parallel benchmark skipped or failed)")
         elif self.lockstep and (overhead is None or overhead > self.overhead_target):
             shown = "n/a" if overhead is None else f"{overhead:.2f}"
             found.append(f"checking overhead {shown} is above the target {self.overhead_target:.1f}")
@@ -234,6 +262,10 @@ class BenchSummary:
                 "baseline_source": self.baseline_source,
                 "gain": None if gain is None else {**asdict(gain), "ratio": gain.ratio},
             },
+            "parallel": {
+                "rows": [{**asdict(r), "examples_per_s": r.examples_per_s} for r in self.parallel],
+                "speedup": self.parallel_speedup,
+            },
         }
 
 
@@ -261,6 +293,20 @@ def _fuzz_row(extra: Mapping[str, Any]) -> FuzzRow:
     )
 
 
+def _parallel_row(extra: Mapping[str, Any]) -> ParallelRow:
+    busy = extra.get("gpu_busy")
+    return ParallelRow(
+        str(extra["mode"]),
+        int(extra["workers"]),
+        int(extra["examples"]),
+        float(extra["seconds"]),
+        str(extra.get("plan", "")),
+        None if busy is None else float(busy),
+        str(extra.get("gpu_busy_source", "")),
+        int(extra.get("gpu_busy_samples", 0)),
+    )
+
+
 def summarise(
     data: Mapping[str, Any], *, backend: str, device: str, overhead_target: float, pytest_rc: int = 0
 ) -> BenchSummary:
@@ -276,6 +322,8 @@ def summarise(
             row["bucket"] = row["bucket"] or extra.get("bucket")
         elif extra.get("kind") == "fuzz":
             summary.fuzz.append(_fuzz_row(extra))
+        elif extra.get("kind") == "parallel":
+            summary.parallel.append(_parallel_row(extra))
         elif extra.get("kind") == "op_graphs":
             op_groups.setdefault(bench.get("group") or "op-level", {})[extra["mode"]] = bench["stats"]["median"]
         elif extra.get("kind") == "lockstep":
@@ -289,6 +337,7 @@ def summarise(
     summary.op_graphs = [OpGraphRow(group, medians) for group, medians in sorted(op_groups.items())]
     summary.lockstep.sort(key=lambda r: (r.batch, r.scenario))
     summary.fuzz.sort(key=lambda r: r.mode != "fresh")
+    summary.parallel.sort(key=lambda r: r.mode != "j1")
     return summary
 
 
@@ -393,6 +442,7 @@ __all__ = [
     "FuzzGain",
     "FuzzRow",
     "LockstepRow",
+    "ParallelRow",
     "fuzz_gain",
     "benchmarks_dir",
     "log_tail",

@@ -57,6 +57,12 @@ class CatalogSettings:
     clean_slice_examples: int = CLEAN_SLICE_EXAMPLES
     setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle of graphcheck's search (not the baseline)
     engine: str = "builtin"  # --engine SPEC, resolved again in each process (graphcheck.check.engines)
+    clean_budget_s: float | None = None  # the clean engine's fuzzing budget (None: budget_s)
+
+    @property
+    def clean_budget(self) -> float:
+        """Seconds the clean engine is fuzzed: no fault ends its search early, so it spends all of them."""
+        return self.budget_s if self.clean_budget_s is None else self.clean_budget_s
 
 
 @dataclass(frozen=True)
@@ -236,7 +242,7 @@ def _search(
     result = timed_search(
         plan,
         checker.run,
-        budget_s=cfg.budget_s,
+        budget_s=cfg.clean_budget if label == CLEAN_LABEL else cfg.budget_s,
         shrink_s=cfg.shrink_s,
         seed=f"{cfg.seed}/{label}",
         pending_path=pending,

@@ -22,7 +22,14 @@ def bench_command(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from graphcheck.bench.baseline import measure_checkout, read_baseline
-    from graphcheck.bench.console import decode_table, fuzz_table, lockstep_table, op_graphs_table, verdict_line
+    from graphcheck.bench.console import (
+        decode_table,
+        fuzz_table,
+        lockstep_table,
+        op_graphs_table,
+        parallel_table,
+        verdict_line,
+    )
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
     from graphcheck.check.timings import overhead_target
     from graphcheck.report import new_run_id
@@ -88,6 +95,8 @@ def bench_command(args: argparse.Namespace) -> int:
         console.print(lockstep_table(summary))
     if summary.fuzz:
         console.print(fuzz_table(summary))
+    if summary.parallel:
+        console.print(parallel_table(summary))
     console.print(verdict_line(summary))
     console.print(f"results: {path} (pytest-benchmark JSON: {out_dir / 'bench.json'}, log: {out_dir / 'pytest.log'})")
     return exitcodes.CLEAN if summary.passed else exitcodes.DIVERGENCE

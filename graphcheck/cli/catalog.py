@@ -49,14 +49,18 @@ def _check_options(args: argparse.Namespace) -> None:
     else:
         if not 1 <= args.seeds <= MAX_SEEDS:
             raise InputError(f"--seeds must be in [1, {MAX_SEEDS}], got {args.seeds}")
-        for option, value in (("--budget", args.budget), ("--shrink-budget", args.shrink_budget)):
+        for option, value in _budget_options(args):
             if value is not None:
                 raise InputError(f"{option} does not apply with --seeds (each seed is a whole run)")
         if args.jobs is not None and not 1 <= args.jobs <= 256:
             raise InputError(f"--jobs must be in [1, 256], got {args.jobs}")
-    for option, value in (("--budget", args.budget), ("--shrink-budget", args.shrink_budget)):
+    for option, value in _budget_options(args):
         if value is not None and not 0 < value <= 86_400:
             raise InputError(f"{option} must be in (0, 86400] seconds, got {value:g}")
+
+
+def _budget_options(args: argparse.Namespace) -> tuple[tuple[str, float | None], ...]:
+    return (("--budget", args.budget), ("--clean-budget", args.clean_budget), ("--shrink-budget", args.shrink_budget))
 
 
 def _fault_names(chosen: list[str] | None, engine: EngineChoice) -> list[str]:
@@ -91,10 +95,20 @@ def _budget_catalog(
     console = make_console()
     info = _info(args)
     setup = check_setup(args)
-    settings = CatalogSettings(budget_s=budget, shrink_s=shrink, seed=args.seed, setup=setup, engine=engine.spec)
+    settings = CatalogSettings(
+        budget_s=budget,
+        shrink_s=shrink,
+        seed=args.seed,
+        setup=setup,
+        engine=engine.spec,
+        clean_budget_s=args.clean_budget,
+    )
+    clean = settings.clean_budget
     console.print(
         f"graphcheck catalog: {len(names)} faults on {backend.name} ({backend.description}), "
-        f"budget {budget:g}s + {shrink:g}s shrink per fault, seed {args.seed}"
+        f"budget {budget:g}s + {shrink:g}s shrink per fault"
+        + (f", {clean:g}s for the clean engine" if clean != budget else "")
+        + f", seed {args.seed}"
         + (f", {setup.label()}" if setup.label() else "")
         + _engine_label(engine),
         markup=False,

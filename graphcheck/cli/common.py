@@ -21,6 +21,7 @@ from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import SituationRow
 from graphcheck.display import redacted
 from graphcheck.errors import InputError
+from graphcheck.parallel.workers import WorkerPlan
 from graphcheck.search.database import ENV_VAR as DATABASE_ENV
 from graphcheck.search.database import DatabaseSpec
 from graphcheck.search.fuzz import FuzzResult
@@ -108,6 +109,7 @@ class RunPlan:
     setup: CheckSetup = CheckSetup()  # --model, --contract, --oracle
     engine: EngineChoice = dataclasses.field(default_factory=builtin_engine)  # --engine
     skipped: list[Any] = dataclasses.field(default_factory=list)  # suites the engine cannot run (SkippedSuite)
+    worker_plan: WorkerPlan | None = None  # -j auto's plan (jobs is its count); None for -j N
 
     @property
     def checker(self) -> Checker:

@@ -185,10 +185,11 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.Argu
     run.add_argument(
         "-j",
         "--jobs",
-        type=int,
+        type=jobs_value,
         default=1,
-        metavar="N",
-        help="N pytest-xdist workers, each fuzzing every suite with its own seed (seed .. seed+N-1); default 1, in process",
+        metavar="N|auto",
+        help="N pytest-xdist workers, each fuzzing every suite with its own seed (seed .. seed+N-1); auto: from "
+        "the CPU cores and GPUs (at most 8 per GPU, or 16 with CUDA MPS running); default 1, in process",
     )
     run.add_argument(
         "--xdist-args",
@@ -196,6 +197,18 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.Argu
         default="",
         help='extra pytest-xdist options for -j, one shell-quoted string; write it with =, e.g. --xdist-args="--tx ssh=gpu1//python=python3"',
     )
+
+
+def jobs_value(text: str) -> int | str:
+    """``-j``'s value: a number (its range is checked later), or ``auto``."""
+    from graphcheck.parallel.workers import AUTO
+
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers or auto, got {text!r}") from None
 
 
 def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.ArgumentParser) -> None:
@@ -217,6 +230,12 @@ def _catalog_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.
         type=float,
         metavar="SECONDS",
         help=f"fuzzing seconds per fault, shrinking excluded (default {DEFAULT_BUDGET_S:g})",
+    )
+    catalog.add_argument(
+        "--clean-budget",
+        type=float,
+        metavar="SECONDS",
+        help="fuzzing seconds of the clean engine, which no fault ends early (default: --budget)",
     )
     catalog.add_argument(
         "--shrink-budget",
@@ -277,4 +296,4 @@ def _bench_parser(sub: Any, backend: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["BACKEND_DEFAULTS", "PROFILES", "REPLAY_DESCRIPTION", "backend_options", "build_parser"]
+__all__ = ["BACKEND_DEFAULTS", "PROFILES", "REPLAY_DESCRIPTION", "backend_options", "build_parser", "jobs_value"]

@@ -1,12 +1,14 @@
 """``graphcheck run``: the built-in scenarios and a fuzzing search per suite, in lockstep; one report.
 
 ``-j 1`` fuzzes in this process; ``-j N`` hands the suites to pytest-xdist
-workers (``graphcheck.parallel.run``) and merges what they found.
+workers (``graphcheck.parallel.run``) and merges what they found; ``-j auto`` picks N
+(``graphcheck.parallel.workers``) and prints why in the run's header.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,13 +50,13 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     engine = resolve_engine(getattr(args, "engine", None))
     faults = check_faults(args.inject, engine)
     setup = check_setup(args)
-    jobs = getattr(args, "jobs", 1)
-    from graphcheck.parallel.run import check_options
+    from graphcheck.parallel.run import check_options, choose_workers
 
-    xdist_args = check_options(jobs, getattr(args, "xdist_args", ""))
+    xdist_args = check_options(getattr(args, "jobs", 1), getattr(args, "xdist_args", ""))
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
     backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
+    jobs, worker_plan = choose_workers(getattr(args, "jobs", 1), backend, xdist_args, os.environ)
     database, example_db = open_database(getattr(args, "database", None))
     plan = RunPlan(
         backend,
@@ -71,6 +73,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         bool(args.emulate),
         setup,
         engine,
+        worker_plan=worker_plan,
     )
     plan.suites, plan.skipped = runnable_suites(plan.checker, suites)
     if not plan.suites:
@@ -150,6 +153,8 @@ def _print_header(console: Any, plan: RunPlan) -> None:
         highlight=False,
     )
     console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
+    if plan.worker_plan is not None:
+        console.print(f"  {plan.worker_plan.reason}", markup=False, highlight=False)
     if not plan.engine.builtin:
         console.print(f"  engine {plain(plan.engine.spec)} ({plain(plan.engine.source)})", highlight=False)
     for skipped in plan.skipped:

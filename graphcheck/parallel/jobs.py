@@ -102,6 +102,8 @@ class JobResult:
     outcomes: list[CheckOutcome] = field(default_factory=list)
     error: str = ""  # why the job could not run (its backend, say); empty when it ran
     backend_unavailable: bool = False
+    #: ``error`` is the machine's limit (memory: a ResourceError) or a refused input, not an engine failure
+    out_of_resources: bool = False
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
     coverage: CoverageTally = field(default_factory=CoverageTally)  # FuzzResult.coverage
     numeric: NumericTally = field(default_factory=NumericTally)  # FuzzResult.numeric
@@ -141,6 +143,7 @@ class JobResult:
             "headline": failing.first.headline() if failing else None,
             "error": self.error,
             "backend_unavailable": self.backend_unavailable,
+            "out_of_resources": self.out_of_resources,
             "ambiguous_examples": self.ambiguous_examples,
             "coverage": self.coverage.to_dict(),
             "numeric": self.numeric.to_dict(),
@@ -160,6 +163,7 @@ class JobResult:
             pickle.loads(base64.b64decode(data["outcomes"])),
             data["error"],
             data["backend_unavailable"],
+            data.get("out_of_resources", False),
             data.get("ambiguous_examples", 0),
             CoverageTally.from_dict(data.get("coverage", {})),
             NumericTally.from_dict(data.get("numeric")),
@@ -177,7 +181,8 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
-    from graphcheck.errors import InputError
+    from graphcheck.check.memory_gate import MemoryLimitError
+    from graphcheck.errors import InputError, ResourceError
 
     try:
         backend = resolve(spec.backend, emulate=spec.emulate, emulator=spec.emulator)
@@ -192,11 +197,14 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     pending = pending_path(spec, job)
     started = time.perf_counter()
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
-    with single_threaded(backend):
-        if job.suite == BUILTIN:
-            result = _run_builtin(spec, job, checker, pending)
-        else:
-            result = _run_fuzz(spec, job, checker, pending)
+    try:
+        with single_threaded(backend):
+            if job.suite == BUILTIN:
+                result = _run_builtin(spec, job, checker, pending)
+            else:
+                result = _run_fuzz(spec, job, checker, pending)
+    except (ResourceError, MemoryLimitError) as err:  # the machine's limit (or the memory gate's): no finding
+        return JobResult(job, error=str(err), out_of_resources=True)
     result.elapsed_s = time.perf_counter() - started
     pending.unlink(missing_ok=True)
     return result

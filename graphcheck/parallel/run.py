@@ -1,11 +1,13 @@
 """``graphcheck run -j N``: the suites fuzzed by N pytest-xdist workers, merged into one report.
 
-The parent plans a RunSpec (graphcheck.parallel.jobs): for every suite, N jobs with
+``-j auto`` picks N from the machine (graphcheck.parallel.workers). The parent plans a
+RunSpec (graphcheck.parallel.jobs): for every suite, N jobs with
 seeds ``seed .. seed+N-1`` (``-j 1`` fuzzes ``seed`` alone, in process), and
 one job for the built-in demo scenarios. It runs ``python -m pytest`` over
 graphcheck/parallel/xdist_jobs.py with the graphcheck.parallel.xdist_plugin plugin and xdist's
 workers: ``-n N`` locally, or N ``--tx popen//env:CUDA_VISIBLE_DEVICES=K``
-workers pinned to the GPUs round robin where a CUDA backend sees several, or
+workers pinned to the GPUs round robin where a CUDA backend sees several (or one that
+several workers share, whose memory each then bounds: graphcheck.parallel.gpu_share), or
 the user's own ``--tx`` specs (other hosts) from ``--xdist-args``. Workers share failing examples
 through the example database, which every job replays before it draws.
 Without ``--keep-going``, pytest's ``-x`` stops handing out jobs after the
@@ -28,8 +30,9 @@ import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -37,14 +40,15 @@ from rich.markup import escape
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.display import one_line
-from graphcheck.errors import BackendUnavailableError, InputError, RunError
+from graphcheck.errors import BackendUnavailableError, InputError, ResourceError, RunError
+from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
+from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
+from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
 from graphcheck.scenario import Scenario
 from graphcheck.search.fuzz import FuzzResult, label_found
 from graphcheck.search.timed_search import scenario_size
 
-#: the env var that picks the device a worker sees, per backend
-DEVICE_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES", "xpu": "XPU_VISIBLE_DEVICES"}
 _POLL_S = 0.5
 
 
@@ -54,31 +58,36 @@ def plan_jobs(suites: Sequence[str], seed: int, workers: int) -> tuple[Job, ...]
     return fuzz + (Job(BUILTIN),)
 
 
-def visible_devices(backend: Any, environ: dict[str, str]) -> list[str]:
-    """The device ids this machine's workers can be spread over; [] for CPU and emulated backends."""
-    var = DEVICE_ENV.get(getattr(backend, "name", ""))
-    if var is None or getattr(backend, "emulated", False):
-        return []
-    listed = [d.strip() for d in environ.get(var, "").split(",") if d.strip()]
-    if listed or backend.name != "cuda":
-        return listed
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
-def worker_args(workers: int, backend: Any, xdist_args: Sequence[str], environ: dict[str, str]) -> list[str]:
-    """xdist's worker options: the user's ``--tx``/``-n`` if given, else N local workers, one GPU each where several."""
+def worker_args(workers: int, backend: Any, xdist_args: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """xdist's worker options: the user's ``--tx``/``-n`` if given, else N local workers, spread round robin
+    over the devices where there are several; a cuda worker on a GPU that others share is also told how
+    many do (``graphcheck.parallel.gpu_share``: its memory bound)."""
     if any(_names_workers(a) for a in xdist_args):
         return []
     devices = visible_devices(backend, environ)
-    if len(devices) < 2:
+    cuda = getattr(backend, "name", "") == "cuda"
+    if len(devices) < 2 and not (cuda and devices and workers > 1):
         return ["-n", str(workers)]
     var = DEVICE_ENV[backend.name]
+    gpu_of = round_robin(workers, len(devices))
     args: list[str] = []
-    for i in range(workers):
-        args += ["--tx", f"popen//env:{var}={devices[i % len(devices)]}"]
+    for gpu in gpu_of:
+        sharing = gpu_of.count(gpu)
+        share = f"//env:{SHARE_ENV}={sharing}" if cuda and sharing > 1 else ""
+        args += ["--tx", f"popen//env:{var}={devices[gpu]}{share}"]
     return args
+
+
+def memory_note(workers: int, backend: Any, xdist_args: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The memory bound of ``worker_args``' cuda workers, for the run's first line ("" when none is set)."""
+    if getattr(backend, "name", "") != "cuda" or any(_names_workers(a) for a in xdist_args):
+        return ""
+    devices = visible_devices(backend, environ)
+    most = max(Counter(round_robin(workers, len(devices))).values(), default=1)
+    fraction = memory_fraction(most)
+    if fraction is None:
+        return ""
+    return f"; {most} workers share a GPU, each bounded to {fraction:.1%} of its memory"
 
 
 def _names_workers(arg: str) -> bool:
@@ -131,19 +140,35 @@ def _child_env(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def check_options(jobs: int, xdist_args: str) -> list[str]:
-    """Validate ``-j`` and ``--xdist-args`` before anything is written; the xdist arguments, split."""
-    if not 1 <= jobs <= 256:
-        raise InputError(f"-j/--jobs must be in [1, 256], got {jobs}")
+def check_options(jobs: int | str, xdist_args: str) -> list[str]:
+    """Validate ``-j`` (N or auto) and ``--xdist-args`` before anything is written; the xdist arguments, split.
+
+    For ``-j auto`` what depends on the worker count is checked by :func:`choose_workers`."""
+    if jobs != AUTO and not (isinstance(jobs, int) and 1 <= jobs <= MAX_WORKERS):
+        raise InputError(f"-j/--jobs must be in [1, {MAX_WORKERS}] or auto, got {jobs}")
     try:
         split = shlex.split(xdist_args or "")
     except ValueError as err:
         raise InputError(f"--xdist-args: {err}") from None
+    if jobs == AUTO:
+        return split
     if split and jobs == 1:
         raise InputError("--xdist-args needs -j N with N > 1")
-    if jobs > 1 and importlib.util.find_spec("xdist") is None:
+    if isinstance(jobs, int) and jobs > 1 and importlib.util.find_spec("xdist") is None:
         raise InputError("-j needs pytest-xdist: pip install 'graphcheck[parallel]'")
     return split
+
+
+def choose_workers(
+    jobs: int | str, backend: Any, xdist_args: Sequence[str], environ: Mapping[str, str]
+) -> tuple[int, WorkerPlan | None]:
+    """``-j`` as a worker count: N as given (no plan), or the ``-j auto`` plan for ``backend`` and its count."""
+    if jobs != AUTO:
+        return int(jobs), None
+    plan = auto_plan(backend, environ)
+    if xdist_args and plan.count == 1:
+        raise InputError(f"--xdist-args needs more than one worker, but {plan.reason}")
+    return plan.count, plan
 
 
 def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple[list[CheckOutcome], list[FuzzResult]]:
@@ -170,8 +195,10 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
     command = pytest_command(
         spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args
     )
+    bound = memory_note(plan.jobs, plan.backend, xdist_args, env)
     console.print(
-        f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs; log: {results / 'pytest.log'}"
+        f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs"
+        f"{bound}; log: {results / 'pytest.log'}"
     )
     try:
         code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
@@ -250,11 +277,18 @@ class ParallelInterrupted(KeyboardInterrupt):
 def merge_results(
     spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool, allow_empty: bool = False
 ) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios."""
+    """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios.
+
+    A job that ran out of memory (or met the memory limit) is what ``-j 1`` makes of it: a
+    :class:`WorkerOutOfResources`, the machine's limit (exit 2), never a crash divergence of the engine.
+    """
+    exhausted = [found[job.id] for job in spec.jobs if job.id in found and found[job.id].out_of_resources]
+    if exhausted and not allow_empty:
+        raise WorkerOutOfResources(f"job {exhausted[0].job.id!r}: {exhausted[0].error}")
     results = [
         _with_crash(found[job.id], spec) if found[job.id].error else found[job.id]
         for job in spec.jobs
-        if job.id in found
+        if job.id in found and not found[job.id].out_of_resources
     ]
     fuzzed = [r.fuzz_result() for r in results if r.job.suite != BUILTIN]
     outcomes: list[CheckOutcome] = []
@@ -278,6 +312,10 @@ def merge_results(
 
 class ParallelRunError(RunError):
     """Parallel workers ended without results (or a job failed before running any scenario)."""
+
+
+class WorkerOutOfResources(ResourceError):
+    """A worker's engine ran out of memory, or its scenario was above the memory limit: the machine's limit."""
 
 
 def _last_line(text: str) -> str:

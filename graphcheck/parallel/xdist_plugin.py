@@ -8,18 +8,22 @@ graphcheck/parallel/xdist_jobs.py --graphcheck-spec SPEC.json`` with xdist's wor
   each job's JobResult, which comes back in the test report's user properties,
   to ``<results_dir>/<job id>.json``; a worker that died mid-job leaves an
   ``error`` result instead.
-- workers: ``xdist_jobs.test_job`` is parametrized with the spec's jobs.
+- workers: ``xdist_jobs.test_job`` is parametrized with the spec's jobs; a cuda worker on a
+  GPU that other workers share bounds its memory to its share as it starts
+  (``graphcheck.parallel.gpu_share``).
 
 Harmless in any other pytest run: without a spec it does nothing.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graphcheck.parallel.gpu_share import bound_worker_memory
 from graphcheck.parallel.jobs import JobResult, RunSpec
 
 RESULT_PROPERTY = "graphcheck_job_result"
@@ -42,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SPEC_KEY] = spec
     if workerinput is None:
         config.pluginmanager.register(_ResultWriter(Path(spec.results_dir), spec), "graphcheck-result-writer")
+    else:
+        bound_worker_memory(spec.backend, spec.emulate, os.environ)
 
 
 @pytest.hookimpl(optionalhook=True)
