@@ -5,7 +5,7 @@ every model: with ``FloatWeights`` they run the float model
 (``graphcheck.backends.engine.float_model``), otherwise the integer model below.
 
 Integer-exact: activations are int64, dot products are float64 matmuls of small
-integers rounded back to int64. Attention gathers, for every packed token, the
+integers cast back to int64 (``xp.int_matmul``: exact). Attention gathers, for every packed token, the
 KV rows of its slot's blocks over all ``blocks_per_seq * block_size`` positions
 (static shape) and masks ``j > pos`` out; padded tokens use the sink block only
 (``graphcheck.backends.engine.paged``).
@@ -33,17 +33,21 @@ def _attend(xp, q, k_cache, v_cache, block_tables, tokens: TokenLayout, block_si
     T, H = int(q.shape[0]), int(q.shape[1])
     keys, vals, causal = gather_kv(xp, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
     span = int(keys.shape[1])
-    q3 = xp.reshape(q, (T, 1, H))
-    dots = xp.reshape(xp.int_matmul(q3, xp.transpose(keys, (0, 2, 1))), (T, span))
-    score = xp.where(causal, xp.mod(dots, 7) - 3, 0)
+    q3 = xp.astype(xp.reshape(q, (T, 1, H)), xp.float64)
+    # The scores stay in float64 from one matmul to the next (no cast to int64 and back): the
+    # dots are exact integers there, and so are their floor-mod 7 and the -3.
+    dots = xp.reshape(xp.matmul(q3, xp.astype(xp.transpose(keys, (0, 2, 1)), xp.float64)), (T, span))
+    score = xp.where(causal, xp.mod(dots, 7) - 3, 0.0)
     attn = xp.int_matmul(xp.reshape(score, (T, 1, span)), vals)
     return xp.reshape(attn, (T, H))
 
 
-def _layer(xp, x, wq, wk, wv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):
-    q = wrap(xp, xp.int_matmul(x, wq))
-    key = wrap(xp, xp.int_matmul(x, wk))
-    val = wrap(xp, xp.int_matmul(x, wv))
+def _layer(xp, x, wqkv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):
+    # q, key and val in one matmul with ``wqkv = [wq | wk | wv]`` (weights.py): each output
+    # column is its own exact integer dot product, so the thirds are the three projections.
+    H = int(x.shape[1])
+    qkv = wrap(xp, xp.int_matmul(x, wqkv))
+    q, key, val = qkv[:, :H], qkv[:, H : 2 * H], qkv[:, 2 * H :]
     write_kv(xp, k_cache, v_cache, slot_rows, key, val)
     attn = _attend(xp, q, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
     return wrap(xp, x + attn)
@@ -75,9 +79,7 @@ def target_forward(
     hidden = _layer(
         xp,
         x,
-        w.wq_f64,
-        w.wk_f64,
-        w.wv_f64,
+        w.qkv_f64,
         buf.k_cache,
         buf.v_cache,
         tables,
@@ -108,7 +110,9 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     ids, position = buf.d_ids[:T], buf.d_positions[:T]
     tokens = token_layout(xp, buf.d_batch_ids[:T], position)
     npos = int(w.pos.shape[0])
-    carried = wrap(xp, xp.int_matmul(buf.d_prev_hidden[:T], w.draft_hidden_f64))
+    # README §1 wraps the carried state before the sum too; wrap only depends on its argument
+    # mod 16, so wrapping the whole sum once gives the same x.
+    carried = xp.int_matmul(buf.d_prev_hidden[:T], w.draft_hidden_f64)
     x = wrap(
         xp,
         xp.index_select(w.draft_embed, ids, 0) + carried + xp.index_select(w.pos, xp.mod(position, npos), 0),
@@ -116,9 +120,7 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
     hd = _layer(
         xp,
         x,
-        w.draft_wq_f64,
-        w.draft_wk_f64,
-        w.draft_wv_f64,
+        w.draft_qkv_f64,
         buf.draft_k_cache,
         buf.draft_v_cache,
         buf.block_tables,

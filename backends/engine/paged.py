@@ -26,8 +26,7 @@ class TokenLayout:
 
 def token_layout(xp, batch_ids, positions) -> TokenLayout:
     """The layout of packed tokens from their batch ids (-1 on padding) and positions."""
-    valid = xp.ge(batch_ids, 0)
-    return TokenLayout(xp.where(valid, batch_ids, 0), positions, valid)
+    return TokenLayout(xp.maximum(batch_ids, 0), positions, xp.ge(batch_ids, 0))
 
 
 def write_kv(xp, k_cache, v_cache, rows, key, val) -> None:

@@ -31,13 +31,12 @@ def segments(xp, counts, num_tokens):
     return cu, valid, slot, local
 
 
-def slot_mapping(xp, block_tables, slot, position, valid, block_size):
-    """KV-cache row of each token: ``table[b, pos // bs] * bs + pos % bs``; sink row for padding."""
+def cache_rows(xp, block_tables, slot, position, block_size):
+    """KV-cache row of each token: ``table[b, pos // bs] * bs + pos % bs`` (the caller masks padding rows)."""
     width = int(block_tables.shape[1])
     column = xp.clip(xp.floor_div(position, block_size), 0, width - 1)
     block = xp.take2d(block_tables, slot, column)
-    row = block * block_size + xp.mod(position, block_size)
-    return xp.where(valid, row, SINK_BLOCK * block_size)
+    return block * block_size + xp.mod(position, block_size)
 
 
 @kernel
@@ -67,10 +66,11 @@ def pack_target_inputs(
     writing them in place. Returns None otherwise.
     """
     G, T = num_slots, num_tokens
+    rows = slice(0, T)
 
-    def padded(old, value, valid, fill):
+    def padded(old, fill):
         # Padding rows get the inert ``fill``; the stale-padding-rows fault keeps ``old[:T]``.
-        return xp.where(valid, value, old[:T] if stale_padding else fill)
+        return old[:T] if stale_padding else fill
 
     n = buf.seq_lens_this_time[:G]
     enc = buf.seq_lens_encoder[:G]
@@ -85,11 +85,11 @@ def pack_target_inputs(
     decode_tok = xp.take2d(buf.draft_tokens, slot, xp.clip(local, 0, k1 - 1))
     token = xp.where(prefill, prompt_tok, decode_tok)
 
-    mapping = slot_mapping(xp, buf.block_tables, slot, position, valid, block_size)
-    xp.assign_(buf.ids, slice(0, T), xp.where(valid, token, PAD_TOKEN))
-    xp.assign_(buf.positions, slice(0, T), xp.where(valid, position, 0))
-    xp.assign_(buf.batch_ids, slice(0, T), padded(buf.batch_ids, slot, valid, -1))
-    xp.assign_(buf.slot_mapping, slice(0, T), padded(buf.slot_mapping, mapping, valid, SINK_BLOCK * block_size))
+    mapping = cache_rows(xp, buf.block_tables, slot, position, block_size)
+    xp.assign_where_(buf.ids, rows, valid, token, PAD_TOKEN)
+    xp.assign_where_(buf.positions, rows, valid, position, 0)
+    xp.assign_where_(buf.batch_ids, rows, valid, slot, padded(buf.batch_ids, -1))
+    xp.assign_where_(buf.slot_mapping, rows, valid, mapping, padded(buf.slot_mapping, SINK_BLOCK * block_size))
     xp.assign_(buf.cu_seqlens_q, slice(0, G + 1), cu)
 
     # Output rows: one per decode token, one per prefill (its last prompt token).
@@ -99,16 +99,15 @@ def pack_target_inputs(
     first = xp.index_select(cu, row_slot, 0)
     last = first + xp.index_select(n, row_slot, 0) - 1
     source = xp.where(row_prefill, last, first + row_local)
-    row_owner = padded(buf.batch_ids_out, row_slot, row_valid, -1)
-    xp.assign_(buf.out_token_index, slice(0, T), xp.where(row_valid, source, 0))
+    xp.assign_where_(buf.out_token_index, rows, row_valid, source, 0)
     if fresh_output_offsets:  # fault rebind-output-offsets: new tensors, not the buffers
         cu_fresh = xp.zeros(tuple(buf.cu_seqlens_out.shape), xp.int64)
         owner_fresh = xp.full(tuple(buf.batch_ids_out.shape), -1, xp.int64)
         xp.assign_(cu_fresh, slice(0, G + 1), cu_out)
-        xp.assign_(owner_fresh, slice(0, T), row_owner)
+        xp.assign_where_(owner_fresh, rows, row_valid, row_slot, padded(buf.batch_ids_out, -1))
         return cu_fresh, owner_fresh
     xp.assign_(buf.cu_seqlens_out, slice(0, G + 1), cu_out)
-    xp.assign_(buf.batch_ids_out, slice(0, T), row_owner)
+    xp.assign_where_(buf.batch_ids_out, rows, row_valid, row_slot, padded(buf.batch_ids_out, -1))
     return None
 
 
@@ -153,15 +152,16 @@ def pack_draft_inputs(
     else:
         token = xp.index_select(buf.draft_input_tokens, slot, 0)
         hidden = xp.index_select(buf.draft_last_hidden, slot, 0)
-    xp.assign_(buf.d_ids, slice(0, T), xp.where(valid, token, PAD_TOKEN))
-    xp.assign_(buf.d_positions, slice(0, T), xp.where(valid, position, 0))
-    xp.assign_(buf.d_batch_ids, slice(0, T), xp.where(valid, slot, -1))
-    mapping = slot_mapping(xp, buf.block_tables, slot, position, valid, block_size)
+    rows = slice(0, T)
+    xp.assign_where_(buf.d_ids, rows, valid, token, PAD_TOKEN)
+    xp.assign_where_(buf.d_positions, rows, valid, position, 0)
+    xp.assign_where_(buf.d_batch_ids, rows, valid, slot, -1)
+    mapping = cache_rows(xp, buf.block_tables, slot, position, block_size)
+    pad_row = SINK_BLOCK * block_size
     if padding_writes_kv:  # fault: padding rows land in slot 0's cache, not the sink (tokenspeed #955)
-        first_row = xp.take2d(buf.block_tables, xp.zeros((T,), xp.int64), xp.zeros((T,), xp.int64)) * block_size
-        mapping = xp.where(valid, mapping, first_row)
-    xp.assign_(buf.d_slot_mapping, slice(0, T), mapping)
-    xp.assign_(buf.d_prev_hidden, slice(0, T), xp.where(xp.unsqueeze(valid, 1), hidden, 0))
+        pad_row = xp.take2d(buf.block_tables, xp.zeros((T,), xp.int64), xp.zeros((T,), xp.int64)) * block_size
+    xp.assign_where_(buf.d_slot_mapping, rows, valid, mapping, pad_row)
+    xp.assign_where_(buf.d_prev_hidden, rows, xp.unsqueeze(valid, 1), hidden, 0)
     if offsets_cut_short:  # fault: G entries, not G + 1 (FastDeploy #7180)
         xp.assign_(buf.d_cu_seqlens, slice(0, G), cu[:G])
     else:

@@ -67,9 +67,10 @@ def build_sampling_params(
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
-    slot = xp.where(valid, owner, 0)
-    local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
-    by_row = xp.clip(xp.arange(N), 0, int(buf.infer_seed.shape[0]) - 1)
+    slot = xp.maximum(owner, 0)  # padding rows (-1) read slot 0
+    row = xp.arange(N)
+    local = row - xp.index_select(buf.cu_seqlens_out, slot, 0)
+    by_row = xp.clip(row, 0, int(buf.infer_seed.shape[0]) - 1)
     seed_index = by_row if seed_by_row or params_by_row else slot
     read = by_row if params_by_row else slot
     base = xp.index_select(buf.infer_seed, seed_index, 0)
@@ -129,7 +130,7 @@ def ban_eos(xp, buf, scores, min_tokens: int, covering_uniform: bool = False):
     N, V = int(scores.shape[0]), int(scores.shape[1])
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
-    slot = xp.where(valid, owner, 0)
+    slot = xp.maximum(owner, 0)  # padding rows (-1) read slot 0
     local = xp.arange(N) - xp.index_select(buf.cu_seqlens_out, slot, 0)
     young = xp.lt(xp.index_select(buf.step_idx, slot, 0) + local, min_tokens)
     eos = xp.index_select(buf.eos_ids, slot, 0)  # [N, MAX_EOS_IDS], -1 padded
@@ -163,10 +164,14 @@ def rank_order(xp, scores):
     return order
 
 
-def first_true(xp, mask, width):
-    """Index of the first True along the last axis; ``width`` where there is none."""
-    idx = xp.broadcast_to(xp.reshape(xp.arange(width), (1, width)), tuple(mask.shape))
-    return xp.min(xp.where(mask, idx, width), -1)
+def first_true(xp, mask, width, cols=None):
+    """Index of the first True along the last axis; ``width`` where there is none.
+
+    ``cols``: ``arange(width)`` as a ``[1, width]`` row, where the caller already has one.
+    """
+    if cols is None:
+        cols = xp.reshape(xp.arange(width), (1, width))
+    return xp.min(xp.where(mask, xp.broadcast_to(cols, tuple(mask.shape)), width), -1)
 
 
 def _greedy(xp, order):
@@ -183,12 +188,12 @@ def _sample(xp, p_sorted, order, params):
     q = mass / xp.sum(mass, -1, keepdims=True)
     c = xp.cumsum(q, -1)
     reach = xp.logical_and(kept, xp.ge(c, xp.unsqueeze(params.top_p, 1)))
-    first = first_true(xp, reach, vocab)
+    first = first_true(xp, reach, vocab, ids)
     m = xp.where(xp.lt(first, vocab), first + 1, k)
     c_m = xp.reshape(xp.gather(c, xp.reshape(m - 1, (rows, 1)), 1), (rows,))
     r = uniform(xp, params.seed) * c_m
     hit = xp.logical_and(xp.lt(xp.unsqueeze(r, 1), c), xp.lt(ids, xp.unsqueeze(m, 1)))
-    pick = first_true(xp, hit, vocab)
+    pick = first_true(xp, hit, vocab, ids)
     pick = xp.where(xp.lt(pick, vocab), pick, m - 1)
     return xp.reshape(xp.gather(order, xp.reshape(pick, (rows, 1)), 1), (rows,))
 
@@ -221,13 +226,13 @@ def topp_candidates(xp, logits, params: RowParams, max_candidates: int):
     cp = xp.gather(p, cand, 1)
     cum = xp.cumsum(cp, -1)
     top_p = xp.unsqueeze(params.top_p, 1)
-    first = first_true(xp, xp.ge(cum, top_p), C)
+    cols = xp.reshape(xp.arange(C), (1, C))
+    first = first_true(xp, xp.ge(cum, top_p), C, cols)
     length = xp.where(xp.lt(first, C), first + 1, xp.where(xp.eq(params.top_p, 1.0), C, 0))
     # topp_sample: r = uniform_open0 * top_p; first of the first `len` with r <= cumsum.
     r = uniform_open0(xp, params.seed) * params.top_p
-    cols = xp.reshape(xp.arange(C), (1, C))
     hit = xp.logical_and(xp.le(xp.unsqueeze(r, 1), cum), xp.lt(cols, xp.unsqueeze(length, 1)))
-    pick = first_true(xp, hit, C)
+    pick = first_true(xp, hit, C, cols)
     pick = xp.where(xp.lt(pick, C), pick, 0)
     token = xp.reshape(xp.gather(cand, xp.reshape(pick, (rows, 1)), 1), (rows,))
     return token, cand, length

@@ -30,7 +30,7 @@ def update_model_status(xp, buf, num_slots: int, naive: bool) -> None:
     tokens, count, stopped = eos_scan(
         xp, buf.accept_tokens[:G], buf.accept_num[:G], step_idx, buf.max_dec_len[:G], buf.eos_ids[:G]
     )
-    new_dec = xp.where(xp.gt(enc, 0), dec + enc, dec + count)  # prefill folds the prompt in
+    new_dec = dec + xp.where(xp.gt(enc, 0), enc, count)  # prefill folds the prompt in
 
     # Token history: generated token j sits at prompt_len + j.
     base = buf.prompt_lens[:G] + step_idx
@@ -90,7 +90,7 @@ def draft_update(xp, buf, last_hidden, proposals, margins, runners_up, num_slots
     xp.masked_assign_(buf.draft_tokens, (rows, substep + 1), active, proposals[:G])
     xp.masked_assign_(buf.draft_margins, (rows, substep), active, margins[:G])
     xp.masked_assign_(buf.draft_runners_up, (rows, substep), active, runners_up[:G])
-    xp.assign_(buf.draft_seq_lens_this_time, rows, xp.where(active, 1, 0))
+    xp.assign_(buf.draft_seq_lens_this_time, rows, xp.astype(active, xp.int64))  # 1 token per active slot
 
 
 @kernel

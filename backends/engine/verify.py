@@ -15,21 +15,23 @@ from graphcheck.backends.graphs.kernels import kernel
 from graphcheck.contract import ACCEPT_ALL_EOS_STANDIN
 
 
-def eos_scan(xp, tokens, count, step_idx, max_dec_len, eos_ids):
+def eos_scan(xp, tokens, count, step_idx, max_dec_len, eos_ids, cols=None):
     """Apply the emit rule to ``tokens[:, :count]``.
 
     Returns ``(tokens, count, stopped)``: the run ends at the first token that is
     an eos or reaches ``max_dec_len`` (that token becomes ``eos[0]`` unless it is
-    an eos); tokens past the end become -1.
+    an eos); tokens past the end become -1. ``cols``: ``arange(K1)`` as a ``[1, K1]``
+    row, where the caller already has one.
     """
     K1 = int(tokens.shape[1])
-    cols = xp.reshape(xp.arange(K1), (1, K1))
+    if cols is None:
+        cols = xp.reshape(xp.arange(K1), (1, K1))
     inside = xp.lt(cols, xp.unsqueeze(count, 1))
     is_eos = xp.any(xp.eq(xp.unsqueeze(tokens, 2), xp.unsqueeze(eos_ids, 1)), -1)
     is_eos = xp.logical_and(inside, is_eos)
     limit = xp.ge(xp.unsqueeze(step_idx, 1) + cols + 1, xp.unsqueeze(max_dec_len, 1))
     stop_here = xp.logical_and(inside, xp.logical_or(is_eos, limit))
-    first = first_true(xp, stop_here, K1)
+    first = first_true(xp, stop_here, K1, cols)
     stopped = xp.lt(first, K1)
     count = xp.where(stopped, first + 1, count)
     at_stop = xp.eq(cols, xp.unsqueeze(first, 1))
@@ -108,14 +110,14 @@ def verify_drafts(
         window = xp.logical_and(xp.logical_and(window, xp.unsqueeze(phase1, 1)), xp.lt(override, 0))
         accepted = _window_walk(xp, accept, window, verify_window)
     else:
-        accepted = first_true(xp, xp.logical_not(accept), K1)  # leading accepted drafts
+        accepted = first_true(xp, xp.logical_not(accept), K1, cols)  # leading accepted drafts
 
     bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
     a2 = xp.unsqueeze(accepted, 1)
     if accept_all_guard and accept_policy == "accept_all":
         drafts = _guard_eos_drafts(xp, drafts, buf.eos_ids[:G], xp.lt(override, 0))
     emitted = xp.where(xp.lt(cols, a2), drafts, xp.where(xp.eq(cols, a2), bonus, -1))
-    out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G])
+    out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G], cols)
     xp.masked_assign_(buf.accept_tokens, slice(0, G), running, out)
     xp.masked_assign_(buf.accept_num, slice(0, G), running, count)
 

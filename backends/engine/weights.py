@@ -30,8 +30,11 @@ WEIGHT_NAMES = (
     "draft_wk",
     "draft_wv",
 )
-# Matrices used in matmuls also get an exact float64 copy (integer matmul is float64 + round).
-_MATMUL_NAMES = ("wq", "wk", "wv", "lm_head", "draft_hidden", "draft_wq", "draft_wk", "draft_wv")
+# Matrices used in matmuls also get an exact float64 copy (integer matmul is float64, ``xp.int_matmul``).
+_MATMUL_NAMES = ("lm_head", "draft_hidden")
+#: Each layer's q, key and val projections as one float64 ``[H, 3H]`` matrix ``[wq | wk | wv]``
+#: (``reference.weights.Weights.qkv``): one matmul projects all three (``forward._layer``).
+_FUSED_QKV = {"qkv": ("wq", "wk", "wv"), "draft_qkv": ("draft_wq", "draft_wk", "draft_wv")}
 #: Rows of the integer model's position table (reference README §1: position p uses row p mod 32).
 POSITION_ROWS = 32
 
@@ -47,15 +50,19 @@ def _integer_shapes(config: EngineConfig) -> dict[str, tuple[int, ...]]:
 def weight_layout(config: EngineConfig) -> dict[str, TensorSpec]:
     """Every weight tensor of ``config.model`` by name (``named_tensors()``'s names): its shape and dtype.
 
-    ``exact``: the int64 arrays of ``WEIGHT_NAMES`` and a float64 copy of each matmul one
-    (``<name>_f64``); a float model: its draw plan (``float_weights``) in the model dtype.
+    ``exact``: the int64 arrays of ``WEIGHT_NAMES``, a float64 copy of each other matmul one
+    (``<name>_f64``) and of each layer's fused q/key/val projection (``qkv_f64``,
+    ``draft_qkv_f64``, ``[H, 3H]``); a float model: its draw plan (``float_weights``) in the
+    model dtype.
     """
     if config.model in FLOAT_MODELS:
         dtype = ACTIVATION_DTYPES[config.model]
         return {name: TensorSpec(shape, dtype) for name, shape in draw_shapes(config).items()}
     shapes = _integer_shapes(config)
+    H = config.hidden_size
     layout = {name: TensorSpec(shape, "int64") for name, shape in shapes.items()}
     layout.update({f"{name}_f64": TensorSpec(shapes[name], "float64") for name in _MATMUL_NAMES})
+    layout.update({f"{name}_f64": TensorSpec((H, len(parts) * H), "float64") for name, parts in _FUSED_QKV.items()})
     return layout
 
 
@@ -72,14 +79,10 @@ class EngineWeights:
     draft_wq: Any
     draft_wk: Any
     draft_wv: Any
-    wq_f64: Any = None
-    wk_f64: Any = None
-    wv_f64: Any = None
     lm_head_f64: Any = None
     draft_hidden_f64: Any = None
-    draft_wq_f64: Any = None
-    draft_wk_f64: Any = None
-    draft_wv_f64: Any = None
+    qkv_f64: Any = None  # [wq | wk | wv], float64
+    draft_qkv_f64: Any = None  # [draft_wq | draft_wk | draft_wv], float64
 
     @classmethod
     def from_arrays(cls, xp, source: Any) -> EngineWeights:
@@ -92,6 +95,8 @@ class EngineWeights:
             values[name] = xp.from_numpy(np.asarray(array, dtype=np.int64))
         for name in _MATMUL_NAMES:
             values[f"{name}_f64"] = xp.astype(values[name], xp.float64)
+        for name, parts in _FUSED_QKV.items():
+            values[f"{name}_f64"] = xp.astype(xp.concat([values[p] for p in parts], 1), xp.float64)
         return cls(**values)
 
     def named_tensors(self) -> dict[str, Any]:

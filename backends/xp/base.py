@@ -14,9 +14,9 @@ Rules that keep the facade portable (PaddlePaddle traps included):
   ``full_like`` and never mixed as a Python int into ``&`` / ``^``.
 * Bitwise ops take tensors on both sides.
 * Index ops take int64 index tensors; masks are bool tensors.
-* Integer matmuls go through :meth:`int_matmul` (float64 matmul, then round):
-  exact because every operand in this project is a small integer, and it works
-  where int64 matmul does not (CUDA).
+* Integer matmuls go through :meth:`int_matmul` (float64 matmul, then a cast to
+  int64): exact because every operand in this project is a small integer, and it
+  works where int64 matmul does not (CUDA).
 * The float model (``float32`` / ``bfloat16``) multiplies through
   :meth:`float_matmul` and does its elementwise math in float32; a framework
   without a bfloat16 kernel for an op on its device upcasts inside the facade
@@ -237,6 +237,14 @@ class ArrayOps(abc.ABC):
         old = dst[key]
         self.assign_(dst, key, self.where(self.mask_like(mask, old), src, old))
 
+    def assign_where_(self, dst: Tensor, key: Any, cond: Tensor, src: Tensor, fill: Tensor | int | float) -> None:
+        """In place: ``dst[key] = where(cond, src, fill)`` for ``src`` of ``dst``'s dtype.
+
+        ``fill`` is a tensor or a Python number; a framework whose slices are views may select
+        straight into ``dst[key]`` (one op, not a select and a copy).
+        """
+        self.assign_(dst, key, self.where(cond, src, fill))
+
     def mask_like(self, mask: Tensor, target: Tensor) -> Tensor:
         """``mask`` with trailing axes of size 1 up to ``target``'s rank, so it broadcasts from the left."""
         while len(mask.shape) < len(target.shape):
@@ -268,10 +276,17 @@ class ArrayOps(abc.ABC):
         return self.matmul(self.astype(a, dtype), self.astype(b, dtype))
 
     def int_matmul(self, a: Tensor, b: Tensor) -> Tensor:
-        """Exact integer matmul for small integer operands: float64 matmul, then round."""
+        """Exact integer matmul for small integer operands: float64 matmul, then a cast to int64.
+
+        No rounding is needed: with integer-valued float64 operands every product and
+        partial sum a GEMM forms (in any order, fused multiply-adds included) is an integer,
+        exact below 2**53 (our sums stay far below), and a float64 at or above 2**53 is an
+        integer too, so the product is integer-valued and the cast (which truncates) takes
+        exactly the value :meth:`round_to_int` would.
+        """
         fa = a if a.dtype == self.float64 else self.astype(a, self.float64)
         fb = b if b.dtype == self.float64 else self.astype(b, self.float64)
-        return self.round_to_int(self.matmul(fa, fb))
+        return self.astype(self.matmul(fa, fb), self.int64)
 
     # -- bookkeeping -----------------------------------------------------
     @abc.abstractmethod

@@ -26,6 +26,27 @@ def _host_view(x: torch.Tensor) -> np.ndarray:
         return _numpy_able(x.detach()).numpy()
 
 
+def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without growing it."""
+    if shape == target:
+        return True
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
+def _selects_into(view: torch.Tensor, cond: torch.Tensor, src: torch.Tensor, fill) -> bool:
+    """Whether ``where(cond, src, fill)`` has ``view``'s dtype and shape (``out=view`` writes it as it is)."""
+    dtype, shape = view.dtype, view.shape
+    if src.dtype != dtype or src.shape != shape or not _broadcasts_to(cond.shape, shape):
+        return False
+    if isinstance(fill, torch.Tensor):
+        return fill.dtype == dtype and _broadcasts_to(fill.shape, shape)
+    if isinstance(fill, bool):
+        return dtype == torch.bool
+    if isinstance(fill, int):
+        return dtype != torch.bool
+    return dtype.is_floating_point
+
+
 class TorchArrayOps(ArrayOps):
     framework = "torch"
 
@@ -221,6 +242,17 @@ class TorchArrayOps(ArrayOps):
             torch.where(mask, src, view, out=view)
         else:
             view.masked_fill_(mask, src)
+
+    def assign_where_(self, dst, key, cond, src, fill):
+        # A torch slice is a view: select into it, when the select has the view's dtype and shape
+        # (torch would resize a mismatched ``out``); else the select, then a copy, as assign_ does.
+        view = dst[key]
+        if not _selects_into(view, cond, src, fill):
+            view.copy_(torch.where(cond, src, fill))
+            return
+        if not isinstance(fill, torch.Tensor):
+            fill = torch.scalar_tensor(fill, dtype=view.dtype, device=view.device)
+        torch.where(cond, src, fill, out=view)
 
     # -- float64 math ----------------------------------------------------
     def matmul(self, a, b):
