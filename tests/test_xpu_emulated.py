@@ -19,13 +19,14 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
+from test_graphs_paddle import PADDLE, T, add_into, host  # noqa: E402  (its paddle tensors and kernels)
+
 from graphcheck.backends import devices  # noqa: E402
 from graphcheck.backends.devices import available_backends, resolve  # noqa: E402
 from graphcheck.backends.graphs import kernels, paddle_ops  # noqa: E402
 from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
 from graphcheck.backends.graphs.xpu import XpuGraph, XpuGraphRunner, load_xpu_binding  # noqa: E402
 from graphcheck.backends.graphs.xpu_emulated import EmulatedXpu  # noqa: E402
-from graphcheck.backends.xp import make_ops  # noqa: E402
 from graphcheck.check.checker import check_scenario  # noqa: E402
 
 import _graph_harness as shared  # noqa: E402
@@ -39,10 +40,8 @@ from _engine_scenarios import (  # noqa: E402
     with_scope,
 )
 from _fault_scenarios import FAULT_SCENARIOS  # noqa: E402
-from _graph_harness import Framework, host_copy_kernel, item_kernel, make_sum, names_of  # noqa: E402
+from _graph_harness import host_copy_kernel, item_kernel, make_sum, names_of  # noqa: E402
 from _layers import fast_first  # noqa: E402
-
-xp = make_ops("paddle", "cpu")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,32 +51,6 @@ def _one_thread():
     if set_threads is not None:
         set_threads(1)
     yield
-
-
-def T(values, dtype="float64"):
-    return paddle.to_tensor(values, dtype=dtype, place=paddle.CPUPlace())
-
-
-def host(t):
-    return xp.to_host(t).tolist()
-
-
-@kernels.kernel
-def add_into(out, a, b):
-    out.copy_(a + b, True)
-
-
-@kernels.kernel
-def scale_(t, factor):
-    t.copy_(t * factor, True)
-
-
-@kernels.kernel
-def sum_fields(bufs):
-    bufs.out.copy_(bufs.x + bufs.y, True)
-
-
-PADDLE = Framework(tensor=T, host=host, add_into=add_into, scale_=scale_, sum_fields=sum_fields)
 
 
 @pytest.fixture
