@@ -217,7 +217,18 @@ def test_parallel_workers_check_the_named_engine(thirdparty: Path, tmp_path: Pat
 
 @slow
 def test_catalog_runs_the_faults_the_engine_declares(thirdparty: Path, tmp_path: Path) -> None:
-    argv = ["catalog", "--engine", ENTRY_POINT, "--budget", "20", "--shrink-budget", "2", "--quiet"]
+    argv = [
+        "catalog",
+        "--engine",
+        ENTRY_POINT,
+        "--budget",
+        "20",
+        "--clean-budget",
+        "4",
+        "--shrink-budget",
+        "2",
+        "--quiet",
+    ]
     assert main([*argv, "--report-dir", str(tmp_path)]) == exitcodes.CLEAN
     doc = json.loads((tmp_path / "catalog" / "catalog.json").read_text())
     assert sorted(f["fault"] for f in doc["faults"]) == sorted(DECLARED_FAULTS)

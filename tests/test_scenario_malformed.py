@@ -603,10 +603,13 @@ def _mutation(draw: st.DrawFn, data: Any) -> tuple[Any, str | None]:
         new = draw(st.sampled_from([[], {}, "", 0]))
     elif kind == "grow":
         n = draw(st.sampled_from([65, 201, 4097, 20_000]))
+        # Grown from a bounded piece: a value grown by an earlier mutation (or a list of lists of
+        # grown lists) must not multiply again, or one example takes gigabytes to serialise.
         if isinstance(old, str):
-            new = (old or "x") * n
+            new = (old or "x")[:64] * n
         elif isinstance(old, (list, dict)):
-            new = [old] * 65  # a whole request (or config) repeated past its list's limit
+            piece = old if len(json.dumps(old)) <= 65_536 else "x" * 64
+            new = [piece] * 65  # a whole request (or config) repeated past its list's limit
         else:
             new = [old] * n
     elif kind == "stringify":
