@@ -77,7 +77,9 @@ def test_fault_is_caught_like_on_cpu(fault: str, backend: str, tmp_path_factory:
 @pytest.mark.parametrize(
     "backend, suite, fault",
     [
-        ("xpu", "seeds", "naive-seed-frozen"),
+        # slow: found at once, but Paddle's shrink takes about 300 lockstep runs (30 s); the xpu
+        # backend's fast case is test_fault_is_caught_like_on_cpu
+        pytest.param("xpu", "seeds", "naive-seed-frozen", marks=slow),
         ("npu", "addresses", "rebind-output-offsets"),
     ],
 )
