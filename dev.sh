@@ -60,9 +60,7 @@ case "$cmd" in
         # Each worker computes on one thread (torch's and OpenMP's): a second thread per worker only
         # oversubscribes the cores, and the catalog test's time budgets suffer from it.
         export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-        # worksteal: a worker that runs dry takes queued tests from the other, so the slow tests at the
-        # end of the collection order do not leave one core idle.
-        exec "$VENV/bin/python" -m pytest -n "${GRAPHCHECK_TEST_WORKERS:-auto}" --maxprocesses=8 --dist worksteal "$@"
+        exec "$VENV/bin/python" -m pytest -n "${GRAPHCHECK_TEST_WORKERS:-auto}" --maxprocesses=8 "$@"
         ;;
     *)
         echo "usage: ./dev.sh run [options] | ./dev.sh test [pytest options]" >&2

@@ -54,7 +54,7 @@ def test_run_and_test_alternate_without_reinstalling(checkout: Path) -> None:
     assert first_run[-1] == "graphcheck run --quiet"
     first_test = dev_sh(checkout, "test", "-k", "x")
     assert installs(first_test) == ["-e .[test]", "paddlepaddle==3.3.1"]
-    assert "-m pytest -n auto --maxprocesses=8 --dist worksteal -k x" in first_test[-1]
+    assert "-m pytest -n auto --maxprocesses=8 -k x" in first_test[-1]
     # from here on nothing is installed again, whichever command comes next
     for command in ("run", "test", "run", "test"):
         assert installs(dev_sh(checkout, command)) == [], command
