@@ -143,25 +143,32 @@ def _nudging(delta: float, every: int = 1):
     return Nudged
 
 
-def _calibration(model: str):
+def _on_one_cpu_thread(work):
+    """``work(cpu)`` on one torch thread, as every graphcheck run has it on the CPU (Checker.run): a
+    multi-threaded matmul may sum in another order for the padded bucket than for the real batch, and
+    the probe's cached calibration must be measured the way the runs it serves step."""
     from graphcheck.backends.devices import resolve
+    from graphcheck.check.threads import single_threaded
+
+    cpu = resolve("cpu")
+    with single_threaded(cpu):
+        return work(cpu)
+
+
+def _calibration(model: str):
     from graphcheck.backends.engine import Engine
     from graphcheck.check.noise import calibration_for
     from graphcheck.scenario import EngineConfig
 
-    return calibration_for(Engine, resolve("cpu"), EngineConfig(model=model), Engine.capabilities.fit)
+    return _on_one_cpu_thread(
+        lambda cpu: calibration_for(Engine, cpu, EngineConfig(model=model), Engine.capabilities.fit)
+    )
 
 
 def _run(model: str, factory):
-    from graphcheck.backends.devices import resolve
     from graphcheck.check.lockstep import Lockstep
-    from graphcheck.check.threads import single_threaded
 
-    cpu = resolve("cpu")
-    # One torch thread, as every run of graphcheck's has it on the CPU (Checker.run): a
-    # multi-threaded matmul may sum in another order for the padded bucket than for the real batch.
-    with single_threaded(cpu):
-        return Lockstep(_float_demo(model), cpu, engine_factory=factory).run()
+    return _on_one_cpu_thread(lambda cpu: Lockstep(_float_demo(model), cpu, engine_factory=factory).run())
 
 
 @pytest.mark.parametrize("model", ["float32", "bfloat16"])
