@@ -49,6 +49,7 @@ def cuda_graphs(
     module_names: Mapping[int, str] | None = None,
     on_freed: str = "raise",
     sites: bool = True,
+    on_unreplayed: str = "raise",
 ) -> Iterator[Any]:
     """Emulate ``torch.cuda``'s graph API on the CPU for the duration (process wide, re-entrant).
 
@@ -67,11 +68,22 @@ def cuda_graphs(
     raise ``FreedInputRead``; ``"keep"`` replays the kept memory (for a harness
     that checks ``graph.dead_inputs()`` itself). ``sites=False`` skips the
     per-op source-line lookup (faster capture; sites then name modules only).
+    ``on_unreplayed``: ``"raise"`` makes a read of a tensor a capture allocated,
+    before that graph's first replay, raise ``PoisonedTensorError``;
+    ``"uninitialised"`` lets it read the poison values, as a GPU read of memory
+    no kernel wrote yet does (for an engine that runs eager code between graph
+    segments while it captures, and discards what a capture-time run computed).
     """
     from graphcheck.backends.graphs import cuda_emulation
 
     with cuda_emulation.patched(
-        hooks=hooks, modules=modules, names=names, module_names=module_names, on_freed=on_freed, sites=sites
+        hooks=hooks,
+        modules=modules,
+        names=names,
+        module_names=module_names,
+        on_freed=on_freed,
+        sites=sites,
+        on_unreplayed=on_unreplayed,
     ) as module:
         yield module
 

@@ -358,3 +358,41 @@ def test_the_observer_refuses_a_host_sync_before_the_device_sees_it():
     with pytest.raises(HostSyncInCapture, match=HERE):
         with emulate.observe_capture():
             x.sum().item()
+
+
+def test_a_view_of_a_dropped_tensor_keeps_its_pool_block(cuda):
+    # CUDA's allocator frees a storage, not a tensor object: the view the engine keeps of a dropped
+    # intermediate holds the block, so a later capture in the pool is never placed on it.
+    x = torch.ones(256)
+    g1 = torch.cuda.CUDAGraph()
+    g1.capture_begin()
+    h = x * 2
+    kept = h[:128]
+    del h
+    g1.capture_end()
+    g2, out2 = _capture(lambda: x * 5, pool=g1.pool())
+    g1.replay()
+    g2.replay()
+    assert kept[0].item() == 2.0 and out2[0].item() == 5.0
+
+
+def test_an_op_that_may_alias_but_made_a_copy_is_replayed(cuda):
+    # Under inference_mode ``aten.to`` reaches the recorder whole; its schema says it may alias, but a
+    # dtype change copies, and replay must copy again (a skipped copy leaves the capture's poison).
+    ids = torch.zeros(4, dtype=torch.int32)
+    with torch.inference_mode():
+        g, out = _capture(lambda: ids.to(torch.int64))
+        ids.copy_(torch.arange(4, dtype=torch.int32))
+        g.replay()
+    assert out.tolist() == [0, 1, 2, 3]
+
+
+def test_unreplayed_outputs_read_as_uninitialised_memory_when_asked():
+    x = torch.ones(4)
+    with emulate.cuda_graphs(on_unreplayed="uninitialised"):
+        g, out = _capture(lambda: x * 2)
+        assert torch.isnan(out).all()  # what a GPU would read: memory no kernel has written yet
+        g.replay()
+        assert out.tolist() == [2.0] * 4
+    with emulate.cuda_graphs(on_unreplayed="ignore"), pytest.raises(ValueError, match="on_unreplayed"):
+        _capture(lambda: x * 2)

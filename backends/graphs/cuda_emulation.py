@@ -38,7 +38,7 @@ class _Tls(threading.local):
 
 
 _tls = _Tls()
-_settings = SimpleNamespace(on_freed="raise", names={}, module_names={}, sites=True)
+_settings = SimpleNamespace(on_freed="raise", on_unreplayed="raise", names={}, module_names={}, sites=True)
 _labels = itertools.count(1)
 
 
@@ -122,7 +122,7 @@ class EmulatedCUDAGraph:
         self._capture = _tls.capture = None
         capture.end(error)
         if error is None:
-            self.graph = capture.finish(None, on_freed=_settings.on_freed)
+            self.graph = capture.finish(None, on_freed=_settings.on_freed, on_unreplayed=_settings.on_unreplayed)
 
     def replay(self) -> None:
         if self.graph is None:
@@ -379,6 +379,7 @@ def patched(
     module_names: Mapping[int, str] | None = None,
     on_freed: str = "raise",
     sites: bool = True,
+    on_unreplayed: str = "raise",
 ) -> Iterator[Any]:
     """Install the stand-ins for the duration (process wide, re-entrant); yields :data:`module`.
 
@@ -408,19 +409,19 @@ def patched(
     for path, replacement in (hooks or {}).items():
         holder, attr = _resolve_target(path)
         targets.append((holder, attr, replacement))
-    previous = (_settings.on_freed, _settings.names, _settings.module_names, _settings.sites)
+    previous = (_settings.on_freed, _settings.on_unreplayed, _settings.names, _settings.module_names, _settings.sites)
     with _lock:
         for holder, attr, replacement in targets:
             _saved.append((holder, attr, getattr(holder, attr, None)))
             setattr(holder, attr, replacement)
         _depth += 1
         mine = len(targets)
-    _settings.on_freed, _settings.sites = on_freed, sites
+    _settings.on_freed, _settings.on_unreplayed, _settings.sites = on_freed, on_unreplayed, sites
     _settings.names, _settings.module_names = dict(names or {}), dict(module_names or {})
     try:
         yield module
     finally:
-        _settings.on_freed, _settings.names, _settings.module_names, _settings.sites = previous
+        _settings.on_freed, _settings.on_unreplayed, _settings.names, _settings.module_names, _settings.sites = previous
         with _lock:
             for _ in range(mine):
                 holder, attr, original = _saved.pop()

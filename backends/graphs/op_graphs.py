@@ -46,7 +46,7 @@ import dataclasses
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from . import kernels
@@ -63,6 +63,9 @@ from .torch_ops import (
     forwarding_mode,
 )
 from .warmup import region_label
+
+#: What reading a capture's own storage before the graph's first replay does (``OpGraph``).
+UNREPLAYED_READS = ("raise", "uninitialised")
 
 
 class FreedInputRead(CaptureError):
@@ -107,14 +110,12 @@ class OpRecord:
 
 @dataclass(eq=False)
 class _Block:
-    """A storage some graph of a pool allocated; free for a later capture once no tensor the engine
-    can reach rests on it (``live`` counts the tensors the captures made there that are still alive)."""
+    """A storage some graph of a pool allocated; free for a later capture once nothing but graphcheck's
+    own aliases holds it (the engine's tensors and views on it are gone, as CUDA's allocator sees it)."""
 
     tensor: Any  # an alias over the whole storage, kept by the pool
     nbytes: int
-    live: int = 0
     claimed: bool = False  # taken by the capture under way
-    refs: list[weakref.ref] = field(default_factory=list)  # kept so that their callbacks fire
 
 
 class GraphPool:
@@ -124,7 +125,10 @@ class GraphPool:
     tensor uses: the intermediates of the pool's earlier graphs and the outputs
     the engine dropped. :meth:`place` does the same on the CPU, smallest fitting
     block first, so the aliasing a shared pool allows, and only that, happens.
-    Free blocks are indexed by size, kept up to date by weak-reference callbacks.
+    A block is in use while any tensor other than graphcheck's own aliases holds
+    its storage (a view of a dropped tensor keeps it, as it keeps the memory on a
+    GPU): the storage's reference count says so, less the aliases the graphs
+    registered (:meth:`note_alias`).
     """
 
     _ids = itertools.count(1)
@@ -132,64 +136,66 @@ class GraphPool:
     def __init__(self) -> None:
         self.id = next(self._ids)
         self._blocks: dict[int, _Block] = {}  # storage key -> block
-        self._free: dict[int, list[_Block]] = {}  # nbytes -> free blocks of that size
-        self._sizes: list[int] = []  # sorted keys of _free
-        self._lock = threading.RLock()  # a callback may run while this thread holds it
+        self._sizes: list[tuple[int, int]] = []  # (nbytes, storage key) of every block, sorted
+        self._aliases: dict[int, list[weakref.ref]] = {}  # storage key -> graphcheck's own tensors on it
+        self._lock = threading.RLock()
 
     def place(self, t: Any, ops: TorchOps) -> None:
         """Move fresh tensor ``t`` (sole user of its storage, offset 0) onto a free block, if one fits."""
         need = t.untyped_storage().nbytes()
         with self._lock:
-            i = bisect.bisect_left(self._sizes, need)
-            if i == len(self._sizes):
+            block = self._first_free(need)
+            if block is None:
                 return
-            block = self._take(self._sizes[i])
+            block.claimed = True
         with ops.bookkeeping():
             storage = block.tensor.untyped_storage()
             seat = ops.torch.empty(0, dtype=t.dtype).set_(storage, 0, t.size(), t.stride())
             seat.copy_(t)
             t.set_(storage, 0, t.size(), t.stride())
 
-    def _take(self, size: int) -> _Block:
-        blocks = self._free[size]
-        block = blocks.pop()
-        if not blocks:
-            del self._free[size]
-            self._sizes.remove(size)
-        block.claimed = True
-        return block
+    def _first_free(self, need: int) -> _Block | None:
+        for _, key in self._sizes[bisect.bisect_left(self._sizes, (need, -1)) :]:
+            block = self._blocks[key]
+            if not block.claimed and self._unused(key, block):
+                return block
+        return None
 
-    def _put(self, block: _Block) -> None:
-        if block.nbytes not in self._free:
-            self._free[block.nbytes] = []
-            bisect.insort(self._sizes, block.nbytes)
-        self._free[block.nbytes].append(block)
+    def _unused(self, key: int, block: _Block) -> bool:
+        refs = self._aliases.get(key, [])
+        refs[:] = [r for r in refs if r() is not None]
+        ours = 1 + sum(1 for r in refs if r() is not block.tensor)  # the block's alias, then the graphs'
+        return _storage_users(block.tensor) <= ours
 
-    def _died(self, block: _Block) -> None:
+    def note_alias(self, key: int, alias: Any) -> None:
+        """Record a tensor graphcheck made over storage ``key`` (a graph's record): it does not keep the block in use."""
         with self._lock:
-            block.live -= 1
-            if block.live == 0 and not block.claimed:
-                self._put(block)
+            self._aliases.setdefault(key, []).append(weakref.ref(alias))
 
-    def adopt(self, key: int, alias: Any, holder: Any) -> None:
-        """Record that a capture made ``holder`` on the storage of ``alias`` (key ``key``)."""
+    def adopt(self, key: int, alias: Any) -> None:
+        """Record that a capture allocated the storage of ``alias`` (key ``key``): a block of this pool."""
         with self._lock:
             block = self._blocks.get(key)
             if block is None:
                 block = self._blocks[key] = _Block(alias, alias.untyped_storage().nbytes())
-            block.live += 1
+                bisect.insort(self._sizes, (block.nbytes, key))
             block.claimed = False
-            block.refs.append(weakref.ref(holder, lambda _ref, b=block: self._died(b)))
 
     def release(self, keys: set[int]) -> None:
         """Unclaim blocks a failed capture took."""
         with self._lock:
             for key in keys:
                 block = self._blocks.get(key)
-                if block is not None and block.claimed:
+                if block is not None:
                     block.claimed = False
-                    if block.live == 0:
-                        self._put(block)
+
+
+def _storage_users(t: Any) -> int:
+    """How many tensors (and storage objects) hold ``t``'s storage, not counting this call's own."""
+    import torch
+
+    storage = t.untyped_storage()
+    return int(torch._C._storage_Use_Count(storage._cdata)) - 1
 
 
 # --------------------------------------------------------------------------- recording
@@ -314,7 +320,10 @@ class OpCapture:
             region.storages.add(key)
             self._made.append(t)
         frozen = _freeze((args, kwargs))
-        self.records.append(OpRecord(func, frozen[0], frozen[1], out, site, bool(info.is_view)))
+        # An op whose schema only *may* alias (``aten.to``, ``contiguous``, ``reshape``) made a copy when
+        # any result is on a fresh storage: replay must run it again, as a view is not.
+        aliased = bool(info.is_view) and all(key in in_keys for key in fresh_keys)
+        self.records.append(OpRecord(func, frozen[0], frozen[1], out, site, aliased))
         return out
 
     def _site(self) -> OpSite:
@@ -351,11 +360,11 @@ class OpCapture:
             self._modules.pop()
 
     # ------------------------------------------------------------------ the graph
-    def finish(self, outputs: Any = None, *, on_freed: str = "raise") -> OpGraph:
+    def finish(self, outputs: Any = None, *, on_freed: str = "raise", on_unreplayed: str = "raise") -> OpGraph:
         """The graph of what was recorded (after :meth:`end` without error)."""
         if self.failed is not None:
             raise CaptureError(f"{self.label}: the capture failed and holds no graph") from self.failed
-        return OpGraph(self, outputs, on_freed)
+        return OpGraph(self, outputs, on_freed, on_unreplayed)
 
 
 def _freeze(obj: Any) -> Any:
@@ -412,13 +421,20 @@ class OpGraph(Graph):
     ``on_freed``: what a replay does when a static input's storage was freed by
     the engine: ``"raise"`` (:class:`FreedInputRead`) or ``"keep"`` (replay the
     kept storage, for a runner whose owner checks :meth:`dead_inputs` itself).
+    ``on_unreplayed``: what reading a storage the capture allocated does before the
+    first replay: ``"raise"`` (:class:`~.base.PoisonedTensorError`) or
+    ``"uninitialised"`` (the read sees the poison values, as a GPU read sees
+    whatever the memory held: for engines that run eager code between graph
+    segments during capture and discard what a capture-time run computed).
     """
 
     counters = ("replays",)
 
-    def __init__(self, capture: OpCapture, outputs: Any, on_freed: str) -> None:
+    def __init__(self, capture: OpCapture, outputs: Any, on_freed: str, on_unreplayed: str = "raise") -> None:
         if on_freed not in ("raise", "keep"):
             raise ValueError(f"on_freed must be 'raise' or 'keep', not {on_freed!r}")
+        if on_unreplayed not in UNREPLAYED_READS:
+            raise ValueError(f"on_unreplayed must be one of {', '.join(UNREPLAYED_READS)}, not {on_unreplayed!r}")
         ops = self._ops = capture.ops
         self.label = capture.label
         self.outputs = outputs
@@ -441,6 +457,7 @@ class OpGraph(Graph):
             if a is None:
                 a = aliases[id(t)] = ops.alias(t)
                 key = _storage_key(t)
+                self.pool.note_alias(key, a)
                 if key in capture._constants:
                     constants.setdefault(key, a)
                 elif key in region.storages:
@@ -460,10 +477,12 @@ class OpGraph(Graph):
             for a in owned.values():
                 ops.poison(a)
         for t in capture._made:
-            self.pool.adopt(_storage_key(t), owned[_storage_key(t)], t)
+            self.pool.adopt(_storage_key(t), owned[_storage_key(t)])
         self._owned = list(owned.values())
         self._constants = list(constants.values())
         self._token = ops.mark_poisoned(self._owned, self.label) if self._owned else None
+        if self._token is not None and on_unreplayed == "uninitialised":
+            ops.scope_poison(self._token)  # poisoned values stay; only an owner's guarding() scope raises
         capture._made.clear()
         capture._inputs.clear()
         capture.records = []
