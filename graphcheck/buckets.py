@@ -27,8 +27,8 @@ from typing import Literal, Mapping
 
 from graphcheck.errors import EngineError
 
-PadKind = Literal["exact", "interval", "pow2", "zero"]
-PAD_KINDS = ("exact", "interval", "pow2", "zero")
+PadKind = Literal["exact", "interval", "pow2", "zero", "sizes"]
+PAD_KINDS = ("exact", "interval", "pow2", "zero", "sizes")
 Value = int | str
 
 
@@ -51,7 +51,10 @@ class Pad:
     ``exact``: not at all; ``interval``: the smallest positive multiple of
     ``step`` that is >= the size; ``pow2``: the smallest power of two >= the size
     and >= ``floor`` (and >= 1); ``zero``: always 0 (the dimension is unused on
-    this path). Every kind but ``zero`` is then capped at ``cap`` when one is given.
+    this path); ``sizes``: the smallest of a set of capture sizes that is >= the
+    size (``step`` names the set, a bit mask: bit ``s`` set for size ``s``, see
+    :func:`size_mask`), and the size itself above all of them (no graph holds it:
+    the step runs eagerly). Every kind but ``zero`` is then capped at ``cap`` when one is given.
     """
 
     kind: PadKind
@@ -73,6 +76,9 @@ class Pad:
         cap = _resolve(self.cap, values)
         if self.kind == "exact":
             padded = real
+        elif self.kind == "sizes":
+            fitting = [size for size in sizes_of(_resolve(self.step, values) or 0) if size >= real]
+            padded = fitting[0] if fitting else real
         elif self.kind == "interval":
             step = max(1, _resolve(self.step, values) or 1)
             padded = max(1, math.ceil(real / step)) * step
@@ -86,13 +92,28 @@ class Pad:
         if self.kind == "zero":
             return 1
         cap = _resolve(self.cap, values)
-        if cap is None:
+        if cap is None and self.kind != "sizes":
             return None
+        if self.kind == "sizes":
+            return len(sizes_of(_resolve(self.step, values) or 0))
         if self.kind == "exact":
             return cap + 1
         if self.kind == "interval":
             return math.ceil(cap / max(1, _resolve(self.step, values) or 1)) + 1
         return max(1, cap).bit_length() + 1
+
+
+def size_mask(sizes: tuple[int, ...] | list[int]) -> int:
+    """A set of capture sizes as one integer (bit ``s`` set for size ``s``), as a ``sizes`` rule reads it."""
+    mask = 0
+    for size in sizes:
+        mask |= 1 << int(size)
+    return mask
+
+
+def sizes_of(mask: int) -> list[int]:
+    """The sizes of a :func:`size_mask`, ascending."""
+    return [bit for bit in range(mask.bit_length()) if mask >> bit & 1]
 
 
 @dataclass(frozen=True)
@@ -105,9 +126,21 @@ class PathPolicy:
 
 @dataclass(frozen=True)
 class BucketPolicy:
-    """An engine's padding policy: one :class:`PathPolicy` per code path that replays graphs."""
+    """An engine's padding policy: one :class:`PathPolicy` per code path that replays graphs.
+
+    ``keyed``: the engine keys its graphs by the padded sizes themselves (in the
+    path's dimension order; one dimension: the size alone). graphcheck then also
+    reports a step that ran eagerly although a graph of its padded key had been
+    captured: its tokens are right, but the graph that covers it was wasted.
+    """
 
     paths: tuple[PathPolicy, ...]
+    keyed: bool = False
+
+    def key_of(self, padded: Mapping[str, int]) -> int | tuple[int, ...]:
+        """The graph key of ``padded`` sizes when ``keyed``: the one size, or the sizes in order."""
+        values = tuple(padded.values())
+        return values[0] if len(values) == 1 else values
 
     def path(self, name: str) -> PathPolicy:
         for p in self.paths:
@@ -137,4 +170,4 @@ class BucketPolicy:
         return total
 
 
-__all__ = ["BucketPolicy", "PAD_KINDS", "Pad", "PathPolicy", "PolicyError"]
+__all__ = ["BucketPolicy", "PAD_KINDS", "Pad", "PathPolicy", "PolicyError", "size_mask", "sizes_of"]

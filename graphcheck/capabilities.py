@@ -223,7 +223,8 @@ class EngineCapabilities:
         """
         config = self.fit_config(scenario.config)
         if config is scenario.config:
-            return scenario
+            fitted = fit_to_contract(scenario)
+            return scenario if fitted is scenario else validate(fitted)
         accepts = () if config.naive_mode else scenario.accepts
         return validate(fit_to_contract(dataclasses.replace(scenario, config=config, accepts=accepts)))
 

@@ -66,6 +66,10 @@ COVERING_EOS = ("unbanned", "uniform")
 #: ``eos_lengths``: ``any``: the requests of a scenario may have eos lists of different lengths;
 #: ``uniform``: all have one length (FastDeploy's eos buffer has one shape), which scenarios are fitted to.
 EOS_LENGTHS = ("any", "uniform")
+#: ``reasoning``: ``status``: a request's reasoning status (its script) decides whether its drafts are
+#: verified (status 1 skips them, as FastDeploy's thinking phase does); ``none``: the engine has no such
+#: status, so scenarios are fitted without reasoning scripts.
+REASONINGS = ("status", "none")
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Contract:
     naive_params: str = "slot"
     covering_eos: str = "unbanned"
     eos_lengths: str = "any"
+    reasoning: str = "status"
 
     def advances_seed(self, verify_strategy: str, naive_mode: bool) -> bool:
         """Whether a running request's ``infer_seed`` moves on in a step of this configuration."""
@@ -129,6 +134,7 @@ class Contract:
             ("naive_params", self.naive_params),
             ("covering_eos", self.covering_eos),
             ("eos_lengths", self.eos_lengths),
+            ("reasoning", self.reasoning),
         )
 
 
@@ -151,12 +157,17 @@ FASTDEPLOY_XPU = replace(FASTDEPLOY, name="fastdeploy-xpu", verify_window=2, win
 #: Hugging Face transformers' continuous batching, decoding greedily: no seed stream, each request
 #: stops on its own eos list, float32 scores (``graphcheck.engines.hf_cb``).
 HF_CB = Contract("hf-cb", seed_advance="none", sampling="greedy", sampling_eps=1e-6, max_len_token="drawn")
+#: vLLM's greedy speculative decoding: drafts accepted while they are the target's top token, then one more;
+#: a request stops on its stop token (kept) or at max_tokens (the token drawn).
+VLLM = Contract(
+    "vllm", seed_advance="none", sampling="greedy", sampling_eps=1e-6, max_len_token="drawn", reasoning="none"
+)
 
-CONTRACTS: dict[str, Contract] = {c.name: c for c in (DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, HF_CB)}
+CONTRACTS: dict[str, Contract] = {c.name: c for c in (DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, HF_CB, VLLM)}
 CONTRACT_NAMES = tuple(CONTRACTS)
 #: The presets graphcheck's own engine implements (and an engine that declares nothing is taken to):
-#: ``hf-cb`` is one engine's own.
-GENERAL_CONTRACTS = tuple(name for name in CONTRACT_NAMES if name != HF_CB.name)
+#: ``hf-cb`` and ``vllm`` are one engine's own each.
+GENERAL_CONTRACTS = tuple(name for name in CONTRACT_NAMES if name not in (HF_CB.name, VLLM.name))
 
 
 def contract_named(name: str) -> Contract:
@@ -183,11 +194,13 @@ __all__ = [
     "HF_CB",
     "MAX_LEN_TOKENS",
     "NAIVE_PARAMS",
+    "REASONINGS",
     "SAMPLINGS",
     "ROW_SEEDS",
     "SEED_ADVANCES",
     "SEED_ADVANCE_SUMS",
     "TOPP_DRAWS",
+    "VLLM",
     "WINDOW_SECONDS",
     "contract_named",
 ]

@@ -698,13 +698,17 @@ def one_eos_length(requests: Sequence[RequestSpec]) -> tuple[RequestSpec, ...]:
 
 def fit_to_contract(scenario: Scenario) -> Scenario:
     """``scenario`` within what its contract can run: under ``eos_lengths`` ``uniform`` (FastDeploy keeps
-    one eos buffer of one shape) every eos list cut to one length (``one_eos_length``); else itself."""
+    one eos buffer of one shape) every eos list cut to one length (``one_eos_length``); under ``reasoning``
+    ``none`` no reasoning scripts; else itself."""
     contract = CONTRACTS.get(scenario.config.contract)
-    if contract is None or contract.eos_lengths != "uniform":
+    if contract is None:
         return scenario
-    if len({len(r.eos_token_ids) for r in scenario.requests}) <= 1:
-        return scenario
-    return dataclasses.replace(scenario, requests=one_eos_length(scenario.requests))
+    requests = scenario.requests
+    if contract.eos_lengths == "uniform" and len({len(r.eos_token_ids) for r in requests}) > 1:
+        requests = one_eos_length(requests)
+    if contract.reasoning == "none" and any(r.reasoning for r in requests):
+        requests = tuple(dataclasses.replace(r, reasoning=()) if r.reasoning else r for r in requests)
+    return scenario if requests is scenario.requests else dataclasses.replace(scenario, requests=requests)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

@@ -25,16 +25,20 @@ from dataclasses import dataclass
 class ScheduledRun:
     """One request's part of a step.
 
-    ``query_tokens``: tokens of the request the step fed to the model;
-    ``first_position``: the position of the first of them (the tokens of the
+    ``query_tokens``: tokens of the request the step fed to the model, ``drafts``
+    included; ``first_position``: the position of the first of them (the tokens of the
     request already in its cache); ``produces``: whether the step sampled a
-    token for it (the chunk reached the end of its prompt, or it is decoding).
+    token for it (the chunk reached the end of its prompt, or it is decoding);
+    ``drafts``: the draft tokens the step verified for it (speculative decoding),
+    fed after its own last token: greedy verification accepts them while they are
+    the target's choice, then emits one token more.
     """
 
     request_id: str
     query_tokens: int
     first_position: int
     produces: bool
+    drafts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@ schedule conserves, request by request:
   prompt and every token generated so far);
 * it produces a token exactly in the steps whose chunk reaches the end of
   what it has (the prefill chunks add up to the prompt before the first
-  token), and then exactly one.
+  token), and then exactly one, or, with speculative decoding, the drafts the
+  step verified that the target accepts and one token more; drafts are fed
+  only after the request's last token, at most ``num_speculative_tokens`` of
+  them, and only the accepted ones stay in its cache.
 
 Each produced token is recomputed from the engine's own scores (its model
 report) under the contract, as the model-agnostic oracle does for the
@@ -142,33 +145,48 @@ class EngineScheduledOracle(ScriptDecoder):
         rid = run.request_id
         done = self._processed.get(rid, 0)
         have = len(req.tokens)  # prompt + generated: what the request can feed
+        fed = run.query_tokens - len(run.drafts)  # its own tokens; the drafts come after them
         if run.first_position == 0 and done > 0:  # preempted and re-prefilled from scratch (its cache dropped)
             done = 0
         if run.first_position != done:
             breaks.append(RuleBreak("shape", rid, "schedule.first_position", done, run.first_position, _CONTIGUOUS))
-        if run.query_tokens < 1 or done + run.query_tokens > have:
+        if fed < 1 or done + fed > have:
             breaks.append(
                 RuleBreak("shape", rid, "schedule.query_tokens", f"1..{have - done}", run.query_tokens, _WITHIN)
             )
             return None
-        self._processed[rid] = done + run.query_tokens
-        must_produce = done + run.query_tokens == have
+        self._processed[rid] = done + fed
+        must_produce = done + fed == have
         if run.produces != must_produce:
             breaks.append(RuleBreak("value", rid, "schedule.produces", must_produce, run.produces, _PRODUCES))
+        if run.drafts and not self._drafts_fit(rid, run, must_produce, breaks):
+            return None
         self._emitted[rid] = 0
         if not must_produce:
-            return self._outcome_of(req, (), req.step_idx, req.stopped, False)
-        rows = self._rows(req, report, breaks)
+            return self._outcome_of(req, (), req.step_idx, req.stopped, False, seen)
+        rows = self._rows(req, report, 1 + len(run.drafts), breaks)
         if rows is None or seen is None:
             return None
+        req.drafts, req.prefilled = run.drafts, bool(run.drafts)
         res = self._decide(req, t, None, rows, follow=seen.accept_tokens)
         req.tokens.extend(res.tokens)
         req.step_idx, req.stopped = res.step_idx, res.stopped
+        self._processed[rid] = len(req.tokens) - 1  # the accepted drafts stay in its cache, the rest do not
         self._emitted[rid] = len(res.tokens)
         if req.stopped:
             self._leave(rid, "stopped")
             self._running.remove(req)
-        return self._outcome_of(req, res.tokens, res.step_idx, res.stopped, res.ambiguous)
+        return self._outcome_of(req, res.tokens, res.step_idx, res.stopped, res.ambiguous, seen)
+
+    def _drafts_fit(self, rid: str, run: ScheduledRun, producing: bool, breaks: list[RuleBreak]) -> bool:
+        """Drafts follow a request's last token (a step that produces), at most k, ids in the vocabulary."""
+        k, vocab = self.config.num_speculative_tokens, self.config.vocab_size
+        valid = all(0 <= d < vocab for d in run.drafts)
+        if producing and len(run.drafts) <= k and valid:
+            return True
+        want = f"at most {k} draft ids in [0, {vocab}), after the request's last token"
+        breaks.append(RuleBreak("token", rid, "schedule.drafts", want, run.drafts, _DRAFTS))
+        return False
 
     def _in_flight_after_stop(self, rid: str) -> bool:
         """Whether ``rid`` stopped within the last ``pipeline_depth`` batches (a run of it now was
@@ -186,32 +204,46 @@ class EngineScheduledOracle(ScriptDecoder):
                 super().abort(rid)
 
     def _outcome_of(
-        self, req: _Request, tokens: tuple[int, ...], step_idx: int, stopped: bool, ambiguous: bool
+        self,
+        req: _Request,
+        tokens: tuple[int, ...],
+        step_idx: int,
+        stopped: bool,
+        ambiguous: bool,
+        seen: RequestStep | None,
     ) -> RequestStep:
+        """What the engine must report; its proposals for the next step are its own (a drafter the oracle
+        cannot run), checked for form when the next step verifies them."""
         rid = req.spec.request_id
-        return RequestStep(rid, tuple(tokens), (), req.infer_seed, step_idx, self._processed[rid], stopped, ambiguous)
+        drafts = tuple(seen.draft_tokens) if seen is not None and not stopped else ()
+        return RequestStep(
+            rid, tuple(tokens), drafts, req.infer_seed, step_idx, self._processed[rid], stopped, ambiguous
+        )
 
-    def _rows(self, req: _Request, report: ModelStep | None, breaks: list[RuleBreak]) -> np.ndarray | None:
+    def _rows(self, req: _Request, report: ModelStep | None, need: int, breaks: list[RuleBreak]) -> np.ndarray | None:
+        """The ``need`` score rows the step verifies (one per draft, and one more)."""
         rid, vocab = req.spec.request_id, self.config.vocab_size
         if report is None:
-            breaks.append(RuleBreak("shape", rid, "model scores", (1, vocab), None, "no model report for the token"))
+            breaks.append(RuleBreak("shape", rid, "model scores", (need, vocab), None, "no model report for the token"))
             return None
         try:
             rows = np.asarray(report.scores, dtype=np.float64)
         except (TypeError, ValueError):
             rows = np.zeros((0, 0))
-        if rows.ndim != 2 or rows.shape[0] < 1 or rows.shape[1] != vocab:
-            breaks.append(RuleBreak("shape", rid, "model scores", (1, vocab), tuple(rows.shape), "the sampled row"))
+        if rows.ndim != 2 or rows.shape[0] < need or rows.shape[1] != vocab:
+            got = tuple(rows.shape)
+            breaks.append(RuleBreak("shape", rid, "model scores", (need, vocab), got, "the rows the step verifies"))
             return None
-        if np.isnan(rows[:1]).any():
+        if np.isnan(rows[:need]).any():
             breaks.append(RuleBreak("value", rid, "model scores", "no NaN", "NaN", "the model produced NaN scores"))
             return None
-        return rows[:1]
+        return rows[:need]
 
 
 _NO_SCHEDULE = "an engine that schedules for itself reports StepReport.schedule (graphcheck.schedule)"
 _CONTIGUOUS = "a chunk starts where the request's last chunk ended (its tokens already in the cache)"
 _WITHIN = "a chunk feeds at least one token and never past the prompt and the tokens generated so far"
 _PRODUCES = "a request samples a token exactly when its chunk reaches the end of what it has to process"
+_DRAFTS = "a step verifies at most num_speculative_tokens drafts, fed after the request's last token"
 
 __all__ = ["EngineScheduledOracle"]

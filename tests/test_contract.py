@@ -1195,4 +1195,5 @@ def test_every_point_of_the_presets_is_covered_here() -> None:
         "naive_params",
         "covering_eos",
         "eos_lengths",
+        "reasoning",
     }

@@ -128,7 +128,7 @@ class GraphPool:
     A block is in use while any tensor other than graphcheck's own aliases holds
     its storage (a view of a dropped tensor keeps it, as it keeps the memory on a
     GPU): the storage's reference count says so, less the aliases the graphs
-    registered (:meth:`note_alias`).
+    made of it (:func:`_note_alias`).
     """
 
     _ids = itertools.count(1)
@@ -137,7 +137,6 @@ class GraphPool:
         self.id = next(self._ids)
         self._blocks: dict[int, _Block] = {}  # storage key -> block
         self._sizes: list[tuple[int, int]] = []  # (nbytes, storage key) of every block, sorted
-        self._aliases: dict[int, list[weakref.ref]] = {}  # storage key -> graphcheck's own tensors on it
         self._lock = threading.RLock()
 
     def place(self, t: Any, ops: TorchOps) -> None:
@@ -162,15 +161,12 @@ class GraphPool:
         return None
 
     def _unused(self, key: int, block: _Block) -> bool:
-        refs = self._aliases.get(key, [])
-        refs[:] = [r for r in refs if r() is not None]
-        ours = 1 + sum(1 for r in refs if r() is not block.tensor)  # the block's alias, then the graphs'
-        return _storage_users(block.tensor) <= ours
+        return not _held_outside(key, block.tensor)
 
-    def note_alias(self, key: int, alias: Any) -> None:
-        """Record a tensor graphcheck made over storage ``key`` (a graph's record): it does not keep the block in use."""
+    def owns(self, key: int) -> bool:
+        """Whether storage ``key`` is a block of this pool (the pool keeps it while it lives)."""
         with self._lock:
-            self._aliases.setdefault(key, []).append(weakref.ref(alias))
+            return key in self._blocks
 
     def adopt(self, key: int, alias: Any) -> None:
         """Record that a capture allocated the storage of ``alias`` (key ``key``): a block of this pool."""
@@ -196,6 +192,29 @@ def _storage_users(t: Any) -> int:
 
     storage = t.untyped_storage()
     return int(torch._C._storage_Use_Count(storage._cdata)) - 1
+
+
+#: Storage key -> the tensors graphcheck's graphs made over that storage (their records' aliases).
+_ALIASES: dict[int, list[weakref.ref]] = {}
+_aliases_lock = threading.Lock()
+
+
+def _note_alias(key: int, alias: Any) -> None:
+    with _aliases_lock:
+        refs = _ALIASES.setdefault(key, [])
+        refs[:] = [r for r in refs if r() is not None]
+        refs.append(weakref.ref(alias))
+
+
+def _held_outside(key: int, ours: Any) -> bool:
+    """Whether anything but graphcheck's own aliases (``ours`` among them) holds storage ``key``: the
+    engine's tensors and views of it, as CUDA's allocator counts a block in use."""
+    with _aliases_lock:
+        live = [a for a in (r() for r in _ALIASES.get(key, ())) if a is not None]
+    extra = 0 if any(a is ours for a in live) else 1
+    count = len(live) + extra
+    del live
+    return _storage_users(ours) > count
 
 
 # --------------------------------------------------------------------------- recording
@@ -457,7 +476,7 @@ class OpGraph(Graph):
             if a is None:
                 a = aliases[id(t)] = ops.alias(t)
                 key = _storage_key(t)
-                self.pool.note_alias(key, a)
+                _note_alias(key, a)
                 if key in capture._constants:
                     constants.setdefault(key, a)
                 elif key in region.storages:
@@ -549,7 +568,7 @@ class OpGraph(Graph):
         its ``id`` may already belong to one of the engine's buffers."""
         self.static_inputs = tuple(
             inp
-            if inp.name is not None or inp.tensor_id not in names or not self._input_alive(i)
+            if inp.name is not None or inp.tensor_id not in names or self._root_refs[i]() is None
             else dataclasses.replace(inp, name=names[inp.tensor_id])
             for i, inp in enumerate(self.static_inputs)
         )
@@ -573,9 +592,22 @@ class OpGraph(Graph):
         """Storage key -> a tensor on it, for memory this graph alone keeps alive."""
         held = {_storage_key(t): t for t in self._owned + self._constants}
         for i, a in enumerate(self._input_aliases):
-            if self._root_refs[i]() is None:
+            if not self._input_alive(i):
                 held[_storage_key(a)] = a
         return held
+
+    def _input_alive(self, i: int) -> bool:
+        """Whether static input ``i``'s memory is still there: the engine holds its storage (any tensor or
+        view of it: a dropped object whose storage lives on is no freed input, on a GPU or here), or it is
+        a block of this graph's pool (an earlier graph's output, which the pool keeps: graphs captured in
+        segments read each other's)."""
+        if self._root_refs[i]() is not None:
+            return True
+        if i >= len(self._input_aliases):  # reset: the graph holds nothing any more
+            return False
+        alias = self._input_aliases[i]
+        key = _storage_key(alias)
+        return self.pool.owns(key) or _held_outside(key, alias)
 
 
 def _storage_nbytes(t: Any) -> int:

