@@ -396,3 +396,31 @@ def test_unreplayed_outputs_read_as_uninitialised_memory_when_asked():
         assert out.tolist() == [2.0] * 4
     with emulate.cuda_graphs(on_unreplayed="ignore"), pytest.raises(ValueError, match="on_unreplayed"):
         _capture(lambda: x * 2)
+
+
+def test_an_input_whose_storage_lives_on_in_a_view_is_not_freed(cuda):
+    # What a GPU frees is the storage: the captured tensor object may go (``weight.data`` makes a new one
+    # at every access) while the engine still holds its memory through another tensor.
+    weight = torch.ones(4)
+    held = [weight.data]
+    g, out = _capture(lambda: held[0] * 2)
+    held.clear()
+    assert g.graph.dead_inputs() == []
+    weight.fill_(3.0)
+    g.replay()
+    assert out.tolist() == [6.0] * 4
+
+
+def test_an_output_of_an_earlier_graph_in_the_pool_is_not_a_freed_input(cuda):
+    # Graphs captured in segments (vLLM's breakable capture) read what the pool's earlier graph wrote.
+    x = torch.ones(4)
+    g1 = torch.cuda.CUDAGraph()
+    g1.capture_begin()
+    h = x * 2
+    g1.capture_end()
+    g2, out = _capture(lambda: h + 1, pool=g1.pool())
+    del h
+    assert g2.graph.dead_inputs() == []
+    g1.replay()
+    g2.replay()
+    assert out.tolist() == [3.0] * 4

@@ -154,6 +154,7 @@ class Engine:
         self.model_runner = core.model_executor.driver_worker.worker.model_runner
         self._trace = _Trace()
         self._tracing = False
+        self._rows: dict[str, int] = {}  # request id -> logits rows vLLM computed for it in the last step
         self._specs: dict[str, Any] = {}
         self._requests: dict[str, Any] = {}  # request id -> the scheduler's Request (kept after it finishes)
         self._info: StepInfo | None = None
@@ -161,6 +162,9 @@ class Engine:
         self._instrument()
         vllm_faults.after_build(self.model_runner, self._faults)
         self._graphs = self._collect_graphs() if use_graphs else {}
+        # The storages the engine holds for good once built: the runner rebuilds some tensor attributes
+        # every step (indices, per-step metadata), which are no memory a replay keeps.
+        self._persistent = {name: t.untyped_storage().data_ptr() for name, t in self.buffer_tensors().items()}
 
     # ------------------------------------------------------------------ construction
     def _engine_args(self) -> dict[str, Any]:
@@ -183,9 +187,11 @@ class Engine:
         )
         if not config.naive_mode:
             args["speculative_config"] = self._speculative_config(folder)
-        if self.use_graphs:
-            sizes = list(capture_tokens(config))
+        sizes = list(capture_tokens(config))
+        if self.use_graphs and sizes:
             args["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
+        elif self.use_graphs:  # no capture size: vLLM refuses graphs without one, so the engine captures none
+            args["enforce_eager"] = True
         return args
 
     def _speculative_config(self, folder: str) -> dict[str, Any]:
@@ -322,14 +328,19 @@ class Engine:
         order += [rid for rid in scheduled.num_scheduled_tokens if rid not in order]
         by_internal = {r.request_id: rid for rid, r in self._requests.items()}
         runs = []
+        self._rows = {}
         for internal in order:
             rid = by_internal.get(internal, internal)
-            drafts = tuple(int(d) for d in scheduled.scheduled_spec_decode_tokens.get(internal, ()) if d >= 0)
-            tokens = int(scheduled.num_scheduled_tokens[internal])
+            scheduled_drafts = [int(d) for d in scheduled.scheduled_spec_decode_tokens.get(internal, ())]
+            # A new request's prefill may be padded to a verify's length with placeholder drafts (-1): fed to
+            # the model and verified (never accepted), but none of the request's tokens.
+            drafts = tuple(d for d in scheduled_drafts if d >= 0)
+            tokens = int(scheduled.num_scheduled_tokens[internal]) - (len(scheduled_drafts) - len(drafts))
             request = self._requests.get(rid)
             have = request.num_prompt_tokens + produced.get(rid, 0) if request is not None else 0
             produces = first[internal] + tokens - len(drafts) == have
             runs.append(ScheduledRun(rid, tokens, first[internal], bool(produces), drafts))
+            self._rows[rid] = 1 + len(scheduled_drafts)
         return runs
 
     def _outcome(self, run: ScheduledRun, before: int) -> RequestStep:
@@ -349,7 +360,7 @@ class Engine:
             return {}
         report, row = {}, 0
         for run in runs:
-            rows = 1 + len(run.drafts)
+            rows = self._rows[run.request_id]
             if run.produces:
                 report[run.request_id] = ModelStep(run.request_id, logits[row : row + rows])
             row += rows
@@ -359,7 +370,7 @@ class Engine:
         target, drafter = (id(w) if w is not None else None for w in self._wrappers())
         replayed = [n for w, n in self._trace.replays if w == target]
         bucket = replayed[0] if replayed else None
-        real = sum(r.query_tokens for r in runs)
+        real = int(self._trace.scheduled.total_num_scheduled_tokens)  # what vLLM pads, placeholders included
         return StepInfo(
             step=t,
             bucket=bucket,
@@ -416,10 +427,13 @@ class Engine:
         return {name: t for name, t in found.items() if not (id(t) in seen or seen.add(id(t)))}
 
     def memory_bytes(self) -> int:
+        """The storages the engine held once built (buffers, caches, weights) and what its graphs keep."""
         from graphcheck.backends.graphs.base import bytes_held_by
 
         storages = {
-            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.buffer_tensors().values()
+            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for name, t in self.buffer_tensors().items()
+            if self._persistent.get(name) == t.untyped_storage().data_ptr()
         }
         segments = [s for g in self._graphs.values() for graph in (g.target, g.draft) if graph for s in graph.segments]
         return sum(storages.values()) + bytes_held_by(segments, lambda t: t.untyped_storage().nbytes())
