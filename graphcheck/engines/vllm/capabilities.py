@@ -111,9 +111,11 @@ def vllm_options(config: Any) -> dict[str, int]:
 
 def capture_tokens(config: Any) -> tuple[int, ...]:
     """vLLM's capture sizes (tokens) for ``config``: each capture size of requests times the tokens a
-    verifying request feeds (1 + k; 1 without drafts)."""
+    verifying request feeds (1 + k; 1 without drafts), up to the step's token budget (vLLM drops larger
+    ones: no step can need them)."""
     per_request = 1 if config.naive_mode else 1 + config.num_speculative_tokens
-    return tuple(sorted({size * per_request for size in config.capture_sizes if size > 0}))
+    budget = vllm_options(config)["max_num_batched_tokens"]
+    return tuple(sorted({size * per_request for size in config.capture_sizes if 0 < size * per_request <= budget}))
 
 
 def limits(config: Any) -> dict[str, int]:
