@@ -158,7 +158,7 @@ class Checker:
         """
         with single_threaded(self.backend), self.graph_api():
             outcome = self.build(scenario, faults=faults, timings=timings).run()
-            if localise and not outcome.clean and outcome.device_error is None:
+            if localise and not outcome.clean and outcome.device_error is None and outcome.engine_error is None:
                 outcome.localisation = self.localise(outcome)
         return outcome
 
@@ -184,7 +184,7 @@ class Checker:
         return self.engine.graphs_on(self.backend)
 
     def _report(self, outcome: CheckOutcome) -> str:
-        if outcome.localisation is None and outcome.device_error is None:
+        if outcome.localisation is None and outcome.device_error is None and outcome.engine_error is None:
             outcome.localisation = self.localise(outcome)
         return self.failure_report(outcome)
 

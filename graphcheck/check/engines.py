@@ -34,6 +34,7 @@ from importlib import metadata
 from typing import Any, ContextManager
 
 from graphcheck.capabilities import EngineCapabilities, optional_members
+from graphcheck.check.boundary import EngineAborted, call
 from graphcheck.errors import InputError
 
 ENTRY_POINT_GROUP = "graphcheck.engines"
@@ -92,7 +93,9 @@ def _import_target(target: str, spec: str) -> Any:
             "or package.module:attribute"
         )
     try:
-        module = importlib.import_module(module_name)
+        module = call(f"the import of {module_name}", importlib.import_module, module_name)
+    except EngineAborted:
+        raise
     except Exception as err:  # the user's module: say why it did not import, in one line
         raise EngineSpecError(f"--engine {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
     value: Any = module

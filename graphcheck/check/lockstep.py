@@ -27,9 +27,11 @@ from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.capabilities import EngineCapabilities
+from graphcheck.check.boundary import EngineAborted, call
 from graphcheck.check.bucket_check import check_graph_count, check_host_values, check_padding, policy_values
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
+from graphcheck.check.guarded import build_guarded, engine_type
 from graphcheck.check.memory_gate import admit
 from graphcheck.check.noise import DRIFT_STEPS, NumericTrace, calibration_for
 from graphcheck.check.numeric import DriftWatch, Parting, diff_engines_numeric, largest_difference, tolerance_for
@@ -186,10 +188,6 @@ class Lockstep:
         self._engine_label = engine_label
         self.eager = self.graph = None
         self._calibration = self._tolerance = self._drift = None
-        if tolerance_for(scenario.config.model) is not None:  # a float model: its band is measured
-            cal = calibration_for(factory, backend, scenario.config, self.capabilities.fit)
-            self._calibration, self._tolerance = cal, cal.tolerance()
-            self._drift = DriftWatch(cal.drift_level, DRIFT_STEPS, cal.band)
         self._parting = Parting()
         self._reports: dict[str, Any] = {}
         self._memory_baseline: int | None = None
@@ -199,6 +197,22 @@ class Lockstep:
         self._replays = 0
         self._graph_count = -1  # graphs the graph engine held at the last memory check
         self._bindings: BindingsMemo = weakref.WeakKeyDictionary()  # bindings_of's memo
+        try:
+            self._build(factory, weights, backend, faults)
+        except EngineAborted as aborted:  # the engine tried to end graphcheck: its own kind of engine error
+            self._broken.update(("eager", "graph"))
+            self.eager = self.graph = None
+            self._aborted(0, aborted)
+
+    def _build(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str]) -> None:
+        """The float calibration, then both engines built and captured (a failure there is the finding)."""
+        scenario = self.scenario
+        if tolerance_for(scenario.config.model) is not None:  # a float model: its band is measured
+            cal = call(
+                "the float calibration", calibration_for, factory, backend, scenario.config, self.capabilities.fit
+            )
+            self._calibration, self._tolerance = cal, cal.tolerance()
+            self._drift = DriftWatch(cal.drift_level, DRIFT_STEPS, cal.band)
         where = "eager engine construction"
         try:
             with self._phase("setup_eager"):
@@ -206,7 +220,7 @@ class Lockstep:
             where = "graph engine construction and capture"
             with self._phase("setup_graph"):
                 self.graph = self._engine(factory, weights, backend, faults, use_graphs=True)
-        except EngineSpecError:
+        except (EngineSpecError, EngineAborted):
             self._broken.update(("eager", "graph"))
             raise
         except Exception as exc:
@@ -224,7 +238,7 @@ class Lockstep:
             for engine in (self.eager, self.graph):
                 if not callable(getattr(engine, "model_report", None)):
                     raise OracleError(
-                        f"{type(engine).__name__} has no model_report(): the model-agnostic oracle and the float "
+                        f"{engine_type(engine)} has no model_report(): the model-agnostic oracle and the float "
                         "tolerance need each step's model scores (docs/adapters.md, 'Engines that run their own model')"
                     )
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
@@ -242,7 +256,7 @@ class Lockstep:
             engine = self._pool.take(key)
             if engine is not None:
                 return engine
-        engine = factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        engine = build_guarded(factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults)
         require_adapter(engine, self._engine_label)
         return engine
 
@@ -257,12 +271,11 @@ class Lockstep:
     # ------------------------------------------------------------------ running
     def run(self) -> CheckOutcome:
         started = time.perf_counter()
-        if self.graph is not None:
-            for t in range(self.scenario.num_steps):
-                if not self.step(t):
-                    break
-            else:
-                self._drain()
+        try:
+            self._steps()
+        except EngineAborted as aborted:
+            self._broken.update(("eager", "graph"))
+            self._aborted(self.outcome.steps_run, aborted)
         self.outcome.elapsed_s = time.perf_counter() - started
         if self._calibration is not None:
             self.outcome.numeric = NumericTrace(self._calibration, tuple(self._drift.trace))
@@ -273,6 +286,14 @@ class Lockstep:
             self.timings.steps += self.outcome.steps_run
             self.timings.runs += 1
         return self.outcome
+
+    def _steps(self) -> None:
+        if self.graph is None:
+            return
+        for t in range(self.scenario.num_steps):
+            if not self.step(t):
+                return
+        self._drain()
 
     def _drain(self) -> None:
         """A pipelined engine (``graphcheck.adapter.Pipelined``) still has batches in flight after the
@@ -308,6 +329,8 @@ class Lockstep:
                     else:
                         apply_events(decoder, self.scenario, t)
                         results[source] = decoder.step(t, overrides)
+            except EngineAborted:
+                raise
             except Exception as exc:
                 self._broken.add(source)
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
@@ -322,6 +345,8 @@ class Lockstep:
                         apply_events(decoder, self.scenario, t)
                 schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
+        except EngineAborted:
+            raise
         except Exception as exc:
             if is_out_of_memory(exc):
                 raise _out_of_memory(self._estimate, f"step {t} of the reference", exc) from exc
@@ -617,6 +642,13 @@ class Lockstep:
         probe = getattr(self._backend, "device_error", None)
         if not self._emulated and callable(probe):
             self.outcome.device_error = probe()
+
+    def _aborted(self, t: int, aborted: EngineAborted) -> None:
+        """The engine raised what would end graphcheck: the run's engine error, reported as a crash at ``t``."""
+        self.outcome.engine_error = f"{aborted.error} in {aborted.where}"
+        self.outcome.divergences.append(
+            Divergence("crash", t, aborted.where, "engine", None, aborted.error, detail=aborted.detail)
+        )
 
 
 #: Exception type names (anywhere in the MRO) that are allocation failures: torch.OutOfMemoryError

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from graphcheck.errors import EngineAbortedError
 from graphcheck.scenario import EngineConfig
 
 #: Keys (configurations) kept by default: a fuzzed batch uses one at a time.
@@ -75,6 +76,8 @@ class EnginePool:
             return None
         try:
             engine.reset()
+        except EngineAbortedError:  # the engine tried to end graphcheck: the run's finding, not a failed reset
+            raise
         except Exception:
             return None
         self.reused += 1

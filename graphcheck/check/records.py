@@ -140,6 +140,8 @@ class CheckOutcome:
     faults: tuple[str, ...] = ()
     #: Set when an engine exception left the device unusable for this process (see Lockstep._fail).
     device_error: str | None = None
+    #: Set when the engine raised what would end graphcheck (SystemExit, ...): ``graphcheck.check.boundary``.
+    engine_error: str | None = None
     #: Where the first failing divergence began (``graphcheck.check.localise``); None until localised.
     localisation: Localisation | None = None
     #: Where a capture or step raised: (function, file, line) of the engine's innermost frame.

@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Iterator, Sequence
 
+from graphcheck.check.boundary import StopRequested, signals_owned
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
 
@@ -71,7 +72,7 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if 
 
 @contextlib.contextmanager
 def stops_as_interrupts() -> Iterator[None]:
-    """While the body runs, SIGTERM and SIGHUP raise KeyboardInterrupt as SIGINT does, so a run
+    """While the body runs, SIGINT, SIGTERM and SIGHUP raise StopRequested (a KeyboardInterrupt), so a run
     stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C
     does. Handlers are installed only from the main thread (Python allows no other)."""
     if threading.current_thread() is not threading.main_thread():
@@ -79,11 +80,12 @@ def stops_as_interrupts() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+        raise StopRequested(f"stopped by {signal.Signals(signum).name}")
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, *STOP_SIGNALS)}
     try:
-        yield
+        with signals_owned():  # from now on a KeyboardInterrupt that is not a StopRequested is an engine's
+            yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

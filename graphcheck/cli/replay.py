@@ -60,7 +60,8 @@ def replay_command(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
         outcome = checker.run(scenario, localise=True)
-        (out_dir / "pending-scenario.json").unlink(missing_ok=True)
+        if outcome.engine_error is None:  # an engine that tried to exit: its scenario stays on disk
+            (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         try:
             paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
         except OSError as err:  # a full disk: the verdict still stands
@@ -77,7 +78,7 @@ def replay_command(args: argparse.Namespace) -> int:
         console.print(f"report: {paths.index_html}", markup=False)
     if publish:
         publish_github(args, [outcome], (), paths, info)
-    return exitcodes.CLEAN if outcome.clean else exitcodes.DIVERGENCE
+    return exitcodes.verdict([outcome])
 
 
 __all__ = ["replay_command"]

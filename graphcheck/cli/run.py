@@ -109,7 +109,8 @@ def run_command(args: argparse.Namespace) -> int:
         except RunInterrupted as stop:
             outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
-        pending.unlink(missing_ok=True)
+        if all(o.engine_error is None for o in outcomes):  # an engine that tried to exit: its scenario stays
+            pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
         situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
         paths, info, unwritten = None, None, None
@@ -140,7 +141,7 @@ def run_command(args: argparse.Namespace) -> int:
         return exitcodes.REPORT_UNWRITTEN
     if interrupted:
         return exitcodes.INTERRUPTED
-    return exitcodes.DIVERGENCE if any(not o.clean for o in outcomes) else exitcodes.CLEAN
+    return exitcodes.verdict(outcomes)
 
 
 def _print_header(console: Any, plan: RunPlan) -> None:
@@ -179,6 +180,11 @@ def _print_verdict(
         )
         console.print(
             f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}"
+        )
+    elif first is not None and first.engine_error is not None:
+        console.print(
+            f"[bold red]ENGINE ABORTED[/] {plain(first.engine_error)}: engine code may not end graphcheck "
+            "(not a divergence; the scenario is kept)"
         )
     elif first is not None and first.first is not None:
         console.print(f"[bold red]DIVERGENCE[/] {plain(first.first.headline())}")
@@ -264,6 +270,12 @@ def _run_in_process(
 
 
 def _print_device_lost(console: Any, outcome: CheckOutcome) -> None:
+    if outcome.engine_error is not None:
+        console.print(
+            f"[bold red]engine aborted[/] {plain(outcome.engine_error)}: engine code may not end graphcheck, so "
+            "the run stops at that scenario, unshrunk (kept in the report)"
+        )
+        return
     console.print(
         f"[bold red]device lost[/] {plain(outcome.device_error)}: the engine's failure "
         "poisoned the device for this process, so the scenario is reported unshrunk and the run "

@@ -181,6 +181,7 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
+    from graphcheck.check.boundary import signals_owned
     from graphcheck.check.memory_gate import MemoryLimitError
     from graphcheck.errors import InputError, ResourceError
 
@@ -197,8 +198,8 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     pending = pending_path(spec, job)
     started = time.perf_counter()
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
-    try:
-        with single_threaded(backend):
+    try:  # a worker is stopped by its parent, never by a KeyboardInterrupt of the engine's own
+        with single_threaded(backend), signals_owned():
             if job.suite == BUILTIN:
                 result = _run_builtin(spec, job, checker, pending)
             else:
@@ -206,7 +207,8 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     except (ResourceError, MemoryLimitError) as err:  # the machine's limit (or the memory gate's): no finding
         return JobResult(job, error=str(err), out_of_resources=True)
     result.elapsed_s = time.perf_counter() - started
-    pending.unlink(missing_ok=True)
+    if all(o.engine_error is None for o in result.outcomes):  # an engine that tried to exit: its scenario stays
+        pending.unlink(missing_ok=True)
     return result
 
 

@@ -1,0 +1,153 @@
+"""The engine is untrusted code inside the checker: whatever it does, graphcheck decides the verdict.
+
+Scripted hostile engines (tests/_hostile_engines.py) exit, raise what is not an Exception, break the
+adapter protocol or hang; each ends in a finding or a clear error with its documented exit code,
+never in a lost or a false verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from _hostile_engines import EXIT_AT_IMPORT, HOSTILE, make_hostile
+
+from graphcheck.check.boundary import EngineAborted, StopRequested, call, signals_owned
+from graphcheck.cli import exitcodes, main
+from graphcheck.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The hostile packages importable here and in child processes."""
+    site = make_hostile(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for name in [m for m in sys.modules if m.startswith((HOSTILE, EXIT_AT_IMPORT))]:
+        monkeypatch.delitem(sys.modules, name)
+    return site
+
+
+def run_args(tmp_path: Path, engine: str, *extra: str) -> list[str]:
+    return [
+        "run",
+        "--engine",
+        engine,
+        "--suite",
+        "addresses",
+        "--examples",
+        "2",
+        "--database",
+        "none",
+        "--quiet",
+        "--steps",
+        "3",
+        "--report-dir",
+        str(tmp_path / "reports"),
+        *extra,
+    ]
+
+
+def only_report(tmp_path: Path) -> Path:
+    (report,) = sorted(p for p in (tmp_path / "reports").iterdir() if p.is_dir())
+    return report
+
+
+# -- item 2: nothing an engine raises decides graphcheck's exit code ------------------------------
+
+
+def test_the_boundary_contains_what_would_end_graphcheck() -> None:
+    def exits() -> None:
+        sys.exit(0)
+
+    with pytest.raises(EngineAborted, match="SystemExit: 0 in step"):
+        call("step", exits)
+    with pytest.raises(ValueError):  # an ordinary exception is the lockstep's to judge
+        call("step", lambda: int("x"))
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # no graphcheck handler: a Ctrl-C of the API user's
+        call("step", interrupted)
+    with signals_owned():
+        with pytest.raises(EngineAborted, match="KeyboardInterrupt"):
+            call("step", interrupted)
+
+        def stopped() -> None:
+            raise StopRequested("stopped by SIGINT")
+
+        with pytest.raises(StopRequested):  # graphcheck's own handler: the user's stop goes on
+            call("step", stopped)
+
+
+@pytest.mark.parametrize(
+    ("engine", "says"),
+    [
+        ("ExitZero", "SystemExit: 0"),
+        ("ExitMessage", "SystemExit: the engine gives up"),
+        ("OwnKeyboardInterrupt", "KeyboardInterrupt"),
+        ("OwnBaseException", "Escape: not an Exception"),
+        ("exit_in_factory", "SystemExit: 3"),
+    ],
+)
+def test_an_engine_that_exits_is_an_engine_error_with_a_report(
+    hostile: Path, tmp_path: Path, engine: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:{engine}")) == exitcodes.ENGINE_ABORTED
+    out = capsys.readouterr().out
+    assert "ENGINE ABORTED" in out and says in out, out
+    report = only_report(tmp_path)
+    assert (report / "index.html").is_file() and (report / "junit.xml").is_file()
+    Scenario.from_json((report / "scenario.json").read_text())
+    assert (report / "pending-scenario.json").is_file(), "the scenario it was on is kept"
+    fuzz = json.loads((report / "fuzz.json").read_text())
+    assert fuzz["suites"][0]["first"] is not None
+
+
+def test_replay_of_an_engine_that_exits_is_an_engine_error(
+    hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:ExitZero")) == exitcodes.ENGINE_ABORTED
+    report = only_report(tmp_path)
+    capsys.readouterr()
+    assert main(["replay", str(report), "--report-dir", str(tmp_path / "replays")]) == exitcodes.ENGINE_ABORTED
+    assert "engine aborted" in capsys.readouterr().out
+
+
+def test_an_engine_that_exits_at_import_is_an_engine_error(
+    hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{EXIT_AT_IMPORT}:Engine")) == exitcodes.ENGINE_ABORTED
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SystemExit: 0" in err and EXIT_AT_IMPORT in err, err
+
+
+# -- the exit-code table ------------------------------------------------------------------------
+
+
+def test_help_and_readme_list_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    codes = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}
+    assert codes == {code for code, _ in exitcodes.MEANINGS}
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for code in codes:
+        assert f"\n  {code:>3}  " in help_text, code
+        assert f"\n| `{code}` | " in readme, code
+
+
+@pytest.mark.slow  # two pytest-xdist workers start (about 10 s)
+@pytest.mark.parametrize("engine", ["ExitZero", "OwnKeyboardInterrupt"])
+def test_an_engine_that_exits_is_the_same_engine_error_under_j2(
+    hostile: Path, tmp_path: Path, engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:{engine}", "-j", "2")) == exitcodes.ENGINE_ABORTED
+    assert "ENGINE ABORTED" in capsys.readouterr().out
+    assert (only_report(tmp_path) / "scenario.json").is_file()
