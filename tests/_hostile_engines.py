@@ -127,10 +127,24 @@ class UndeclaredBucket(Wrapper):
         return info
 
 
-class RaisingCapabilities(Wrapper):
+class _RaisingCapabilities:
+    """A factory object whose capabilities raise."""
+
     @property
     def capabilities(self):
         raise RuntimeError("no capabilities today")
+
+    def __call__(self, config, weights, *, device, use_graphs, faults):
+        return Wrapper(config, weights, device=device, use_graphs=use_graphs, faults=faults)
+
+
+raising_capabilities = _RaisingCapabilities()
+
+
+def __getattr__(name):
+    if name == "Dynamic":
+        raise RuntimeError("the module cannot say")
+    raise AttributeError(name)
 
 
 def returns_none(config, weights, *, device, use_graphs, faults):

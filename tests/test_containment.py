@@ -151,3 +151,51 @@ def test_an_engine_that_exits_is_the_same_engine_error_under_j2(
     assert main(run_args(tmp_path, f"{HOSTILE}:{engine}", "-j", "2")) == exitcodes.ENGINE_ABORTED
     assert "ENGINE ABORTED" in capsys.readouterr().out
     assert (only_report(tmp_path) / "scenario.json").is_file()
+
+
+# -- item 4: a broken promise of the adapter protocol is one line, exit 2, never a divergence -----------
+
+BROKEN_PROMISES = [
+    ("StepReturnsNone", "step() returned NoneType None, expected a StepResult"),
+    ("StepReturnsDict", "step() returned dict"),
+    ("MemoryAsText", "memory_bytes() returned str 'lots', expected a non-negative int"),
+    ("UndeclaredBucket", "last_step_info.bucket is int 999"),
+    ("returns_none", "the engine factory returned None"),
+]
+
+
+@pytest.mark.parametrize(("engine", "says"), BROKEN_PROMISES)
+def test_a_broken_promise_is_one_line_and_exit_2(
+    hostile: Path, tmp_path: Path, engine: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:{engine}")) == exitcodes.USAGE
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and says in err and "broke the engine adapter protocol" in err, err
+    assert "Traceback" not in err and "DIVERGENCE" not in captured.out
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("json:dumps", "json:dumps is not an engine factory"),
+        (f"{HOSTILE}:raising_capabilities", "reading its capabilities raised RuntimeError: no capabilities today"),
+        (f"{HOSTILE}:Dynamic", "raised RuntimeError: the module cannot say"),
+    ],
+)
+def test_a_spec_that_is_no_engine_factory_is_one_line_and_exit_2(
+    hostile: Path, tmp_path: Path, spec: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (run_args(tmp_path, spec), ["faults", "--engine", spec]):
+        assert main(argv) == exitcodes.USAGE
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow  # two pytest-xdist workers start (about 10 s)
+def test_a_broken_promise_is_exit_2_under_j2_too(
+    hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:StepReturnsDict", "-j", "2")) == exitcodes.USAGE
+    captured = capsys.readouterr()
+    assert "step() returned dict" in captured.err and "DIVERGENCE" not in captured.out

@@ -37,6 +37,7 @@ from graphcheck.check.noise import DRIFT_STEPS, NumericTrace, calibration_for
 from graphcheck.check.numeric import DriftWatch, Parting, diff_engines_numeric, largest_difference, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
+from graphcheck.check.promises import bucket_declared
 from graphcheck.check.recompute import RecomputeCheck
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
@@ -256,7 +257,9 @@ class Lockstep:
             engine = self._pool.take(key)
             if engine is not None:
                 return engine
-        engine = build_guarded(factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        engine = build_guarded(
+            self._engine_label, factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults
+        )
         require_adapter(engine, self._engine_label)
         return engine
 
@@ -329,7 +332,7 @@ class Lockstep:
                     else:
                         apply_events(decoder, self.scenario, t)
                         results[source] = decoder.step(t, overrides)
-            except EngineAborted:
+            except (EngineAborted, EngineSpecError):  # contained, or a broken promise: never a finding
                 raise
             except Exception as exc:
                 self._broken.add(source)
@@ -345,7 +348,7 @@ class Lockstep:
                         apply_events(decoder, self.scenario, t)
                 schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
-        except EngineAborted:
+        except (EngineAborted, EngineSpecError):
             raise
         except Exception as exc:
             if is_out_of_memory(exc):
@@ -393,6 +396,8 @@ class Lockstep:
         engine = self.eager if source == "eager" else self.graph
         info = engine.last_step_info
         slots = info.slots
+        if info.used_graph:
+            bucket_declared(self._engine_label, info.bucket, engine.graphs)
         audited = info.used_graph or bool(getattr(info, "captured", False))  # a lazy capture: audit its table now
         bindings = bindings_of(engine, info.bucket, self._bindings) if audited else ()
         # Memory is judged on replays only (_memory); both engines are measured there, side by side.

@@ -104,6 +104,9 @@ class JobResult:
     backend_unavailable: bool = False
     #: ``error`` is the machine's limit (memory: a ResourceError) or a refused input, not an engine failure
     out_of_resources: bool = False
+    #: ``error`` is the engine's, not a finding: "protocol" (it broke the adapter protocol, exit 2) or
+    #: "aborted" (it raised what would end graphcheck outside a lockstep run, exit 6); empty otherwise
+    engine_refused: str = ""
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
     coverage: CoverageTally = field(default_factory=CoverageTally)  # FuzzResult.coverage
     numeric: NumericTally = field(default_factory=NumericTally)  # FuzzResult.numeric
@@ -144,6 +147,7 @@ class JobResult:
             "error": self.error,
             "backend_unavailable": self.backend_unavailable,
             "out_of_resources": self.out_of_resources,
+            "engine_refused": self.engine_refused,
             "ambiguous_examples": self.ambiguous_examples,
             "coverage": self.coverage.to_dict(),
             "numeric": self.numeric.to_dict(),
@@ -164,6 +168,7 @@ class JobResult:
             data["error"],
             data["backend_unavailable"],
             data.get("out_of_resources", False),
+            data.get("engine_refused", ""),
             data.get("ambiguous_examples", 0),
             CoverageTally.from_dict(data.get("coverage", {})),
             NumericTally.from_dict(data.get("numeric")),
@@ -182,8 +187,9 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
     from graphcheck.check.boundary import signals_owned
+    from graphcheck.check.engines import EngineSpecError
     from graphcheck.check.memory_gate import MemoryLimitError
-    from graphcheck.errors import InputError, ResourceError
+    from graphcheck.errors import EngineAbortedError, InputError, ResourceError
 
     try:
         backend = resolve(spec.backend, emulate=spec.emulate, emulator=spec.emulator)
@@ -206,6 +212,10 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
                 result = _run_fuzz(spec, job, checker, pending)
     except (ResourceError, MemoryLimitError) as err:  # the machine's limit (or the memory gate's): no finding
         return JobResult(job, error=str(err), out_of_resources=True)
+    except EngineSpecError as err:  # a broken promise of the adapter protocol: what -j 1 makes of it
+        return JobResult(job, error=str(err), engine_refused="protocol")
+    except EngineAbortedError as err:
+        return JobResult(job, error=str(err), engine_refused="aborted")
     result.elapsed_s = time.perf_counter() - started
     if all(o.engine_error is None for o in result.outcomes):  # an engine that tried to exit: its scenario stays
         pending.unlink(missing_ok=True)

@@ -38,9 +38,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphcheck.check.diff import Divergence
+from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.records import CheckOutcome
 from graphcheck.display import one_line
-from graphcheck.errors import BackendUnavailableError, InputError, ResourceError, RunError
+from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
@@ -285,6 +286,9 @@ def merge_results(
     exhausted = [found[job.id] for job in spec.jobs if job.id in found and found[job.id].out_of_resources]
     if exhausted and not allow_empty:
         raise WorkerOutOfResources(f"job {exhausted[0].job.id!r}: {exhausted[0].error}")
+    refused = next((found[j.id] for j in spec.jobs if j.id in found and found[j.id].engine_refused), None)
+    if refused is not None:  # the engine's doing, not a finding: what -j 1 raises
+        raise (EngineSpecError if refused.engine_refused == "protocol" else EngineAbortedError)(refused.error)
     results = [
         _with_crash(found[job.id], spec) if found[job.id].error else found[job.id]
         for job in spec.jobs
