@@ -105,6 +105,9 @@ class EngineCapabilities:
     accept_policies: tuple[str, ...] = ACCEPT_POLICIES
     models: tuple[str, ...] = MODELS
     contracts: tuple[str, ...] = GENERAL_CONTRACTS  # hf-cb is declared by its engine alone
+    #: The backends' frameworks the engine runs on ("torch", "paddle"); an engine whose graph_api is
+    #: "torch.cuda" runs on torch alone whatever it says here (graphcheck.check.honoured).
+    frameworks: tuple[str, ...] = ("torch", "paddle")
     layout: Layout = "slot"
     faults: tuple[Fault, ...] = ()
     #: How the engine captures graphs: "runner" (through the Device's graph runner, as the built-in
@@ -130,6 +133,7 @@ class EngineCapabilities:
             ("accept_policies", self.accept_policies, ACCEPT_POLICIES),
             ("models", self.models, MODELS),
             ("contracts", self.contracts, CONTRACT_NAMES),
+            ("frameworks", self.frameworks, ("torch", "paddle")),
         ):
             unknown = [v for v in have if v not in known]
             if not have or unknown:

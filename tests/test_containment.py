@@ -199,3 +199,31 @@ def test_a_broken_promise_is_exit_2_under_j2_too(
     assert main(run_args(tmp_path, f"{HOSTILE}:StepReturnsDict", "-j", "2")) == exitcodes.USAGE
     captured = capsys.readouterr()
     assert "step() returned dict" in captured.err and "DIVERGENCE" not in captured.out
+
+
+# -- item 5: an option the chosen engine cannot honour is exit 2 naming it ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--engine", ""], "--engine: expected"),
+        (["--engine", "   "], "--engine: expected"),
+        (["--engine", "hf-cb", "--model", "exact"], "--model exact: engine hf-cb cannot run it"),
+        (["--engine", "hf-cb", "--contract", "fastdeploy"], "--contract fastdeploy: engine hf-cb cannot run it"),
+        (["--contract", "hf-cb"], "--contract hf-cb: engine builtin cannot run it"),
+        (["--engine", "hf-cb", "--backend", "xpu", "--emulate"], "--backend xpu: engine hf-cb runs on torch"),
+    ],
+)
+def test_an_option_the_engine_cannot_honour_is_exit_2_naming_it(
+    tmp_path: Path, extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "hf-cb" in extra and "--engine" in extra:
+        pytest.importorskip("transformers")
+    if "xpu" in extra:
+        pytest.importorskip("paddle")
+    argv = ["run", "--database", "none", "--quiet", "--examples", "1", "--report-dir", str(tmp_path / "r"), *extra]
+    assert main(argv) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir()), "refused before a report folder"

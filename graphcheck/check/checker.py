@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from graphcheck.check.engines import BUILTIN, EngineChoice, resolve_engine
+from graphcheck.check.honoured import check_honoured
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, Localisation, replay_command_line
@@ -84,6 +85,7 @@ class Checker:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", tuple(self.faults))
+        check_honoured(self.engine.spec, self.engine.capabilities, self.setup, self.backend)
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         faults = f", faults={list(self.faults)}" if self.faults else ""

@@ -154,7 +154,7 @@ def _capabilities(factory: Any, spec: str) -> EngineCapabilities:
 
 def resolve_engine(spec: str | None = None) -> EngineChoice:
     """The engine ``spec`` names (None: ``builtin``); :class:`EngineSpecError` when it cannot be used."""
-    spec = (spec or BUILTIN).strip()
+    spec = BUILTIN if spec is None else spec.strip()  # an empty SPEC is a mistake, not the default
     if not spec or len(spec) > 300 or not spec.isprintable():
         raise EngineSpecError("--engine: expected 'builtin', a registered engine name or package.module:attribute")
     if spec == BUILTIN:
