@@ -227,3 +227,56 @@ def test_an_option_the_engine_cannot_honour_is_exit_2_naming_it(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err, err
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir()), "refused before a report folder"
+
+
+# -- item 3: credentials never reach an artifact, a log line or a job file ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("redis://:p@ss@host:6379/0", "ss@host"),
+        ("--database redis://alice:se:cr@t@h:1/0 -j 2", "cr@t"),
+        ("redis://h:6379/0?password=hunter2&db=1", "hunter2"),
+        ("rediss://h/0?db=1&Password=hunter2#frag", "hunter2"),
+        ("redis://h/0?token=hunter2", "hunter2"),
+        ("redis://:pa/ss@h/0", "pa/ss"),
+    ],
+)
+def test_every_url_form_is_redacted(text: str, secret: str) -> None:
+    from graphcheck.display import redacted
+
+    assert secret not in redacted(text) and "***" in redacted(text)
+
+
+def test_the_job_spec_file_holds_no_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("xdist")
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from graphcheck.parallel import run as parallel_run
+    from graphcheck.parallel.jobs import DATABASE_ENV, RunSpec
+    from graphcheck.search import database
+
+    url = "redis://:s3cr@t@127.0.0.1:6379/0?password=hunter2"
+    monkeypatch.setattr(database, "_open_redis", lambda location: InMemoryExampleDatabase())
+    seen: dict[str, str] = {}
+
+    def no_workers(command: list[str], env: dict[str, str], results: Path, *args: object, **kwargs: object) -> object:
+        seen["spec"] = (results / "spec.json").read_text(encoding="utf-8")
+        seen["env"] = env[DATABASE_ENV]
+        seen["command"] = " ".join(command)
+        return 0, {}
+
+    monkeypatch.setattr(parallel_run, "_run_pytest", no_workers)
+    assert main(run_args(tmp_path, "builtin", "-j", "2", "--database", url)) == exitcodes.INCOMPLETE
+    out = capsys.readouterr()
+    for text in (seen["spec"], seen["command"], out.out, out.err):
+        assert "s3cr" not in text and "hunter2" not in text, text
+    assert seen["env"] == url, "the workers get the database through the environment"
+    assert RunSpec.from_json(seen["spec"]).with_database({DATABASE_ENV: url}).database.location == url
+    for path in (tmp_path / "reports").rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "s3cr" not in text and "hunter2" not in text, path

@@ -12,6 +12,7 @@ from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import claim_run_dir, make_dir
 from graphcheck.cli.console import make_console
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 
 
@@ -81,7 +82,7 @@ def bench_command(args: argparse.Namespace) -> int:
         summary.baseline, summary.baseline_source = baseline
     extra = {
         "run_id": run_id,
-        "command": " ".join(args.argv),
+        "command": redacted(" ".join(args.argv)),
         "quick": bool(args.quick),
         "engine": engine.spec,
         "elapsed_s": time.perf_counter() - started,

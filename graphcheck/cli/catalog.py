@@ -20,6 +20,7 @@ from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import check_faults, check_setup, make_dir
 from graphcheck.cli.console import make_console
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 
 #: the most seeds ``--seeds`` takes
@@ -81,7 +82,7 @@ def _info(args: argparse.Namespace) -> Any:
     from graphcheck.report.catalog_model import CatalogInfo
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return CatalogInfo(" ".join(args.argv), started, bool(args.emulate), graphcheck_version(), args.emulator)
+    return CatalogInfo(redacted(" ".join(args.argv)), started, bool(args.emulate), graphcheck_version(), args.emulator)
 
 
 def _budget_catalog(

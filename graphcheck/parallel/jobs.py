@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
@@ -29,6 +29,7 @@ from graphcheck.check.noise import NumericTally
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
+from graphcheck.display import redacted
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
@@ -62,6 +63,10 @@ class Job:
         return f"{safe[:_KEY_LENGTH]}-{digest}"
 
 
+#: The run's database location (a URL with its credentials), from the parent to the xdist controller.
+DATABASE_ENV = "GRAPHCHECK_JOB_DATABASE"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything a worker needs; sent to each worker as JSON (xdist's ``workerinput``)."""
@@ -78,8 +83,21 @@ class RunSpec:
     engine: str = "builtin"  # --engine SPEC; each worker resolves it again
     emulator: str = "kernel"  # --emulator
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=1)
+    def to_json(self, *, secret: bool = False) -> str:
+        """As JSON; the database URL's credentials redacted unless ``secret`` (what goes to the workers
+        over xdist's channel, never to disk: ``jobs/spec.json`` is a report file)."""
+        data = dataclasses.asdict(self)
+        if not secret:
+            data["database"]["location"] = redacted(self.database.location)
+        return json.dumps(data, indent=1)
+
+    def with_database(self, environ: Mapping[str, str]) -> RunSpec:
+        """This spec with the database the parent put in ``environ`` (:data:`DATABASE_ENV`), whose
+        credentials ``jobs/spec.json`` does not hold."""
+        location = environ.get(DATABASE_ENV)
+        if not location or self.database.kind == "none":
+            return self
+        return dataclasses.replace(self, database=DatabaseSpec(self.database.kind, location))
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:

@@ -43,7 +43,7 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.display import one_line
 from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
-from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
+from graphcheck.parallel.jobs import BUILTIN, DATABASE_ENV, Job, JobResult, RunSpec, pending_path
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
 from graphcheck.scenario import Scenario
@@ -193,6 +193,7 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
     spec_path = results / "spec.json"
     spec_path.write_text(spec.to_json(), encoding="utf-8")
     env = _child_env(dict(os.environ))
+    env[DATABASE_ENV] = plan.database.location  # its credentials stay out of jobs/spec.json
     command = pytest_command(
         spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args
     )
