@@ -280,3 +280,63 @@ def test_the_job_spec_file_holds_no_credentials(
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
             assert "s3cr" not in text and "hunter2" not in text, path
+
+
+# -- item 8: the pytest plugin's bad settings are usage errors (pytest's exit 4) ---------------------------
+
+PLUGIN_TEST = """
+from graphcheck.search.builtin import demo_scenario
+
+
+def test_checked(graphcheck_check):
+    graphcheck_check(demo_scenario(num_steps=3))
+"""
+
+NONE_FACTORY_TEST = """
+import pytest
+from graphcheck.search.builtin import demo_scenario
+
+
+def none_factory(config, weights, *, device, use_graphs, faults):
+    return None
+
+
+@pytest.fixture(scope="module")
+def graphcheck_engine_factory():
+    return none_factory
+
+
+def test_checked(graphcheck_check):
+    graphcheck_check(demo_scenario(num_steps=3))
+"""
+
+
+def _pytest_in(root: Path, *args: str, env: dict[str, str]) -> tuple[int, str]:
+    import subprocess
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHCHECK_", "HYPOTHESIS_", "PYTEST_"))}
+    clean["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    clean["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "graphcheck.pytest_plugin", "-q", *args]
+    run = subprocess.run(command, cwd=root, env={**clean, **env}, capture_output=True, text=True, timeout=300)
+    return run.returncode, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "source", "says"),
+    [
+        ((), {"GRAPHCHECK_BACKEND": "bogus"}, PLUGIN_TEST, "unknown backend 'bogus'"),
+        ((), {"GRAPHCHECK_ENGINE": "bogus"}, PLUGIN_TEST, "$GRAPHCHECK_ENGINE bogus: no engine of that name"),
+        (("--graphcheck-backend", "xpu", "--graphcheck-emulator", "ops"), {}, PLUGIN_TEST, "--emulator ops"),
+        ((), {}, NONE_FACTORY_TEST, "the engine factory returned None"),
+    ],
+    ids=["backend-env", "engine-env", "ops-on-xpu", "factory-returns-none"],
+)
+def test_the_plugin_s_bad_settings_are_usage_errors(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], source: str, says: str
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "test_mine.py").write_text(source, encoding="utf-8")
+    code, output = _pytest_in(root, *args, env=env)
+    assert code == pytest.ExitCode.USAGE_ERROR and says in output, output
