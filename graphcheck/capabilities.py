@@ -47,6 +47,18 @@ GraphApi = Literal["runner", "torch.cuda"]
 GRAPH_APIS = ("runner", "torch.cuda")
 
 
+def check_name(kind: str, name: Any) -> None:
+    """A name an engine declares is shown on consoles, in CI annotations and reports: one printable word
+    (no newline, which would start a line of its own such as a forged ``::error::``; no bidi control)."""
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= 100
+        or not name.isprintable()
+        or any(c.isspace() for c in name)
+    ):
+        raise ValueError(f"{kind} name must be one printable word of at most 100 characters, got {ascii(name)[:80]}")
+
+
 @dataclass(frozen=True)
 class Fault:
     """One injectable bug an engine implements (``--inject NAME``).
@@ -68,6 +80,11 @@ class Fault:
     breaks: tuple[str, ...] = ()
     options: tuple[tuple[str, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        check_name("Fault", self.name)
+        for option, _ in self.options:
+            check_name("Fault option", option)
+
 
 @dataclass(frozen=True)
 class EngineOption:
@@ -82,6 +99,7 @@ class EngineOption:
     summary: str = ""
 
     def __post_init__(self) -> None:
+        check_name("EngineOption", self.name)
         if not self.choices or any(not isinstance(c, int) or c < 0 for c in self.choices):
             raise ValueError(f"EngineOption {self.name!r}: choices must be non-negative integers, got {self.choices!r}")
 

@@ -82,6 +82,11 @@ class ExitMessage(Wrapper):
         raise SystemExit("the engine gives up")
 
 
+class ExitBidi(Wrapper):
+    def misbehave(self, t, overrides):
+        raise SystemExit("evil\\u202etxt.exe\\n::error::forged")
+
+
 class OwnKeyboardInterrupt(Wrapper):
     def misbehave(self, t, overrides):
         raise KeyboardInterrupt

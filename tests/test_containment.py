@@ -340,3 +340,84 @@ def test_the_plugin_s_bad_settings_are_usage_errors(
     (root / "test_mine.py").write_text(source, encoding="utf-8")
     code, output = _pytest_in(root, *args, env=env)
     assert code == pytest.ExitCode.USAGE_ERROR and says in output, output
+
+
+# -- item 6: untrusted files and names ----------------------------------------------------------------
+
+
+def _baseline_argv(path: Path, tmp_path: Path) -> list[str]:
+    return ["bench", "--quick", "--baseline", str(path), "--out", str(tmp_path / "bench")]
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "deep", "huge-int", "huge-float-int"])
+def test_a_hostile_baseline_is_one_line_and_exit_2(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pytest_benchmark")
+    from graphcheck.bench import baseline as baseline_module
+
+    path = tmp_path / "baseline.json"
+    if kind == "dev-zero":
+        path = Path("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        big = "9" * 5000 if kind == "huge-int" else "1" + "0" * 400
+        row = {"mode": "batched", "per_suite": {"a": {"examples": big, "seconds": 1}}}
+        path.write_text(json.dumps({"fuzz": {"rows": [row]}}).replace(f'"{big}"', big))
+    with pytest.raises(Exception) as raised:
+        baseline_module.read_baseline(path)
+    from graphcheck.errors import InputError
+
+    assert isinstance(raised.value, InputError), repr(raised.value)
+    assert len(str(raised.value).splitlines()) == 1
+
+
+def test_engine_declared_names_cannot_start_a_line() -> None:
+    from graphcheck.capabilities import EngineOption, Fault
+
+    for bad in ("x\n::error::forged", "a\u202eb", "two words", ""):
+        with pytest.raises(ValueError, match="one printable word"):
+            Fault(bad, 1)
+        with pytest.raises(ValueError, match="one printable word"):
+            EngineOption(bad, (0, 1))
+
+
+def test_bidi_controls_never_reach_the_summary_or_junit_raw(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step_summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    junit = tmp_path / "junit.xml"
+    argv = run_args(tmp_path, f"{HOSTILE}:ExitBidi", "--github", "--junit", str(junit))
+    assert main(argv) == exitcodes.ENGINE_ABORTED
+    out = capsys.readouterr().out
+    report = only_report(tmp_path)
+    for text in (step_summary.read_text(), (report / "summary.md").read_text(), junit.read_text(), out):
+        assert "\u202e" not in text and "evil" in text
+    assert not any(line.startswith("::error::forged") for line in out.splitlines())
+
+
+def test_replay_of_a_report_never_imports_a_module_shipped_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphcheck.search.builtin import demo_scenario
+
+    report = tmp_path / "downloaded"
+    report.mkdir()
+    (report / "scenario.json").write_text(demo_scenario(num_steps=2).to_json())
+    (report / "divergences.json").write_text(json.dumps({"run": {"backend": "cpu", "emulate": False, "faults": []}}))
+    marker = tmp_path / "ran"
+    (report / "evil_engine.py").write_text(f"open({str(marker)!r}, 'w').close()\nEngine = None\n")
+    recorded = json.loads((report / "divergences.json").read_text())
+    recorded["run"]["engine"] = "evil_engine:Engine"
+    (report / "divergences.json").write_text(json.dumps(recorded))
+    monkeypatch.chdir(report)
+    monkeypatch.setattr(sys, "path", ["", str(report), *sys.path])
+    monkeypatch.delitem(sys.modules, "evil_engine", raising=False)
+    capsys.readouterr()
+    assert main(["replay", ".", "--report-dir", str(tmp_path / "replays")]) == exitcodes.USAGE
+    assert "cannot import evil_engine" in capsys.readouterr().err
+    assert not marker.exists(), "the module shipped in the report ran"

@@ -66,6 +66,7 @@ class EngineAborted(EngineAbortedError):
 
     def __init__(self, where: str, error: BaseException) -> None:
         self.where = where
+        self.original = error
         self.error = describe(error)
         self.detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         super().__init__(

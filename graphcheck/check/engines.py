@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ContextManager
 
-from graphcheck.capabilities import EngineCapabilities, optional_members
+from graphcheck.capabilities import EngineCapabilities, check_name, optional_members
 from graphcheck.check.boundary import EngineAborted, call, describe
 from graphcheck.errors import InputError
 
@@ -149,6 +149,11 @@ def _capabilities(factory: Any, spec: str) -> EngineCapabilities:
             f"--engine {spec}: its capabilities must be a graphcheck.capabilities.EngineCapabilities, "
             f"got {type(declared).__name__}"
         )
+    try:  # checked when built; again here, in case the engine changed them since
+        for name in (*(f.name for f in declared.faults), *(o.name for o in declared.options)):
+            check_name("a fault or option", name)
+    except ValueError as err:
+        raise EngineSpecError(f"--engine {spec}: its capabilities declare a bad name: {err}") from None
     return declared
 
 

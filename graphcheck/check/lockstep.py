@@ -651,6 +651,8 @@ class Lockstep:
     def _aborted(self, t: int, aborted: EngineAborted) -> None:
         """The engine raised what would end graphcheck: the run's engine error, reported as a crash at ``t``."""
         self.outcome.engine_error = f"{aborted.error} in {aborted.where}"
+        if self.outcome.raised_at is None:
+            self.outcome.raised_at = engine_frame(aborted.original)
         self.outcome.divergences.append(
             Divergence("crash", t, aborted.where, "engine", None, aborted.error, detail=aborted.detail)
         )

@@ -24,6 +24,7 @@ from graphcheck.cli.common import (
     write_reports,
 )
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
+from graphcheck.cli.import_path import drop_folder
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
 from graphcheck.scenario import load_scenario
@@ -32,6 +33,8 @@ from graphcheck.search.fuzz import write_pending
 
 def replay_command(args: argparse.Namespace) -> int:
     target = replay_target(args)
+    if target.recorded_in is not None:  # a downloaded report never imports a module shipped in it
+        drop_folder(target.scenario_path.parent)
     engine_memory_limit()
     setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
     engine = resolve_engine(target.engine)
