@@ -421,3 +421,54 @@ def test_replay_of_a_report_never_imports_a_module_shipped_in_it(
     assert main(["replay", ".", "--report-dir", str(tmp_path / "replays")]) == exitcodes.USAGE
     assert "cannot import evil_engine" in capsys.readouterr().err
     assert not marker.exists(), "the module shipped in the report ran"
+
+
+# -- item 7: every report file is written whole or not at all --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "fails_at"), [("run", "fuzz.json"), ("run", "index.html"), ("replay", "index.html")]
+)
+def test_a_full_disk_leaves_whole_files_and_the_verdict_names_them(
+    command: str, fails_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk fills up while ``fails_at`` is written: it is never left half-written, and the line says
+    which files were written whole."""
+    import errno
+
+    from graphcheck.search.builtin import demo_scenario
+
+    real_write_text, real_fsync = Path.write_text, os.fsync
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    def half_then_full(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if self.name == fails_at:
+            real_write_text(self, data[: len(data) // 2])
+            raise full
+        return real_write_text(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").split("/")[-1].startswith(f".{fails_at}."):
+            raise full
+        real_fsync(fd)
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    monkeypatch.setattr(os, "fsync", fsync)
+    reports = tmp_path / "reports"
+    if command == "run":
+        argv = ["run", "--suite", "seeds", "--examples", "1", "--database", "none", "--steps", "2"]
+    else:
+        scenario = tmp_path / "s.json"
+        real_write_text(scenario, demo_scenario(num_steps=2).to_json())
+        argv = ["replay", str(scenario)]
+    assert main([*argv, "--quiet", "--report-dir", str(reports)]) == exitcodes.REPORT_UNWRITTEN
+    out = capsys.readouterr().out
+    (report,) = [p for p in reports.iterdir() if p.is_dir()]
+    assert not (report / fails_at).exists(), f"{fails_at} was left half-written"
+    assert not list(report.glob(".*.tmp"))
+    line = next(line for line in out.splitlines() if "NOT WRITTEN" in line)
+    for path in report.iterdir():
+        if path.is_file() and not path.name.startswith("pending"):
+            assert path.name in line, (path.name, line)
+            if path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))

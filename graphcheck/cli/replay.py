@@ -16,6 +16,7 @@ from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
+    Unwritten,
     check_faults,
     check_writable_file,
     claim_run_dir,
@@ -27,6 +28,7 @@ from graphcheck.cli.console import make_console, outcome_line, plain, where_line
 from graphcheck.cli.import_path import drop_folder
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
+from graphcheck.report.files import ledger
 from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
 
@@ -65,12 +67,12 @@ def replay_command(args: argparse.Namespace) -> int:
         outcome = checker.run(scenario, localise=True)
         if outcome.engine_error is None:  # an engine that tried to exit: its scenario stays on disk
             (out_dir / "pending-scenario.json").unlink(missing_ok=True)
-        try:
-            paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
-        except OSError as err:  # a full disk: the verdict still stands
-            paths, info, unwritten = None, None, err
-        else:
-            unwritten = None
+        unwritten: Unwritten | None = None
+        with ledger() as written:
+            try:
+                paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+            except OSError as err:  # a full disk: the verdict still stands
+                paths, info, unwritten = None, None, Unwritten(err, tuple(written))
         console.print(outcome_line(outcome))
         where = where_line(outcome)
         if where is not None:

@@ -23,6 +23,7 @@ from graphcheck.check.situations import involved_situations, merged_coverage, si
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
+    Unwritten,
     check_faults,
     check_setup,
     check_writable_file,
@@ -36,6 +37,7 @@ from graphcheck.cli.common import (
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.errors import InputError
+from graphcheck.report.files import ledger
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
@@ -114,22 +116,23 @@ def run_command(args: argparse.Namespace) -> int:
         involved = involved_situations(outcomes)
         situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
         paths, info, unwritten = None, None, None
-        try:
-            write_fuzz_summary(
-                plan.out_dir / "fuzz.json",
-                fuzzed,
-                involved=involved,
-                seed=plan.seed,
-                jobs=plan.jobs,
-                database=plan.database.describe(),
-                interrupted=interrupted,
-                engine=plan.engine.spec,
-                skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
-            )
-            if outcomes:
-                paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
-        except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
-            unwritten = err
+        with ledger() as written:
+            try:
+                write_fuzz_summary(
+                    plan.out_dir / "fuzz.json",
+                    fuzzed,
+                    involved=involved,
+                    seed=plan.seed,
+                    jobs=plan.jobs,
+                    database=plan.database.describe(),
+                    interrupted=interrupted,
+                    engine=plan.engine.spec,
+                    skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
+                )
+                if outcomes:
+                    paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
+            except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
+                unwritten = Unwritten(err, tuple(written))
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
@@ -170,7 +173,7 @@ def _print_verdict(
     elapsed: float,
     paths: Any,
     interrupted: bool,
-    unwritten: OSError | None = None,
+    unwritten: Unwritten | None = None,
 ) -> None:
     first = next((o for o in outcomes if not o.clean), None)
     examples = sum(r.examples for r in fuzzed)

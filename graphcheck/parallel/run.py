@@ -46,6 +46,7 @@ from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import BUILTIN, DATABASE_ENV, Job, JobResult, RunSpec, pending_path
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
+from graphcheck.report.files import write_atomic
 from graphcheck.scenario import Scenario
 from graphcheck.search.fuzz import FuzzResult, label_found
 from graphcheck.search.timed_search import scenario_size
@@ -191,7 +192,7 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
         emulator=getattr(plan.backend, "emulator", "kernel"),
     )
     spec_path = results / "spec.json"
-    spec_path.write_text(spec.to_json(), encoding="utf-8")
+    write_atomic(spec_path, spec.to_json())
     env = _child_env(dict(os.environ))
     env[DATABASE_ENV] = plan.database.location  # its credentials stay out of jobs/spec.json
     command = pytest_command(

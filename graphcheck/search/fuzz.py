@@ -42,6 +42,7 @@ from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_reached
 from graphcheck.display import one_line
 from graphcheck.errors import DivergenceError, EngineAbortedError, InputError
+from graphcheck.report.files import write_atomic
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
@@ -145,7 +146,7 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
         "situations_missing": tally.missing(),
         "situations_missing_on_replay": tally.missing_on_replay(),
     }
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(summary, indent=2) + "\n")  # whole or not at all (a full disk)
 
 
 class DeviceLost(BaseException):
