@@ -159,6 +159,21 @@ def returns_none(config, weights, *, device, use_graphs, faults):
 class Hangs(Wrapper):
     def misbehave(self, t, overrides):
         threading.Event().wait()
+
+
+class HangsOutsidePython(Wrapper):
+    """Hangs where no signal handler can run, as a C++ op would: every signal to this thread is blocked."""
+
+    def misbehave(self, t, overrides):
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals))
+        threading.Event().wait()
+
+
+class HangsInReset(Wrapper):
+    def reset(self):
+        threading.Event().wait()
 '''
 
 EXIT_SOURCE = """

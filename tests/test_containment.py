@@ -472,3 +472,102 @@ def test_a_full_disk_leaves_whole_files_and_the_verdict_names_them(
             assert path.name in line, (path.name, line)
             if path.suffix == ".json":
                 json.loads(path.read_text(encoding="utf-8"))
+
+
+# -- item 1: every engine call is bounded; a hang is a finding, kept and replayable ------------------------
+
+
+def test_a_hanging_step_is_a_hang_finding_with_its_scenario_kept(
+    hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    started = time.monotonic()
+    code = main(run_args(tmp_path, f"{HOSTILE}:Hangs", "--hang-limit", "1"))
+    took = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert code == exitcodes.DIVERGENCE and "hang divergence in step()" in out, out
+    assert took < 1 + 20, "caught within its limit plus a few seconds (builds included)"
+    report = only_report(tmp_path)
+    assert json.loads((report / "divergences.json").read_text())["outcomes"][0]["first"]["kind"] == "hang"
+    assert "--hang-limit 1" in out, "the replay command repeats the limit"
+    capsys.readouterr()
+    replay = ["replay", str(report), "--report-dir", str(tmp_path / "replays"), "--hang-limit", "1"]
+    assert main(replay) == exitcodes.DIVERGENCE
+    assert "hang divergence" in capsys.readouterr().out
+
+
+def test_a_hanging_reset_is_a_hang_finding(hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:HangsInReset", "--hang-limit", "1")) == exitcodes.DIVERGENCE
+    assert "hang divergence in reset()" in capsys.readouterr().out
+
+
+def test_a_hang_limit_that_is_not_seconds_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(run_args(tmp_path, "builtin", "--hang-limit", "soon")) == exitcodes.USAGE
+    assert "--hang-limit" in capsys.readouterr().err
+
+
+def test_a_stopped_run_keeps_the_scenario_it_was_on(
+    hostile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C (or SIGTERM) while the engine hangs: the run stops, and the scenario stays on disk."""
+    import signal
+    import threading
+
+    done = threading.Event()
+
+    def stop_once_it_hangs() -> None:  # the first scenario is on disk before the engine sees it
+        while not done.is_set() and not list((tmp_path / "reports").glob("*/pending-scenario.json")):
+            done.wait(0.05)
+        if not done.wait(1.0):  # its step 1 hangs for good: the stop comes while it hangs
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop_once_it_hangs)
+    stopper.start()
+    try:
+        code = main(run_args(tmp_path, f"{HOSTILE}:Hangs", "--hang-limit", "none"))
+    finally:
+        done.set()
+        stopper.join()
+    out = capsys.readouterr().out
+    assert code == exitcodes.INTERRUPTED
+    report = only_report(tmp_path)
+    assert (report / "pending-scenario.json").is_file()
+    Scenario.from_json((report / "pending-scenario.json").read_text())
+    assert "kept in" in out and "pending-scenario.json" in out, out
+
+
+def _graphcheck(*args: str, cwd: Path) -> tuple[int, str]:
+    import subprocess
+
+    run = subprocess.run(
+        [sys.executable, "-m", "graphcheck.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=240
+    )
+    return run.returncode, run.stdout + run.stderr
+
+
+@pytest.mark.slow  # a graphcheck subprocess (torch's import) and a hang it cannot interrupt: about 10 s
+def test_a_hang_outside_python_ends_the_process_with_the_finding(hostile: Path, tmp_path: Path) -> None:
+    import time
+
+    started = time.monotonic()
+    code, output = _graphcheck(*run_args(tmp_path, f"{HOSTILE}:HangsOutsidePython", "--hang-limit", "1"), cwd=tmp_path)
+    assert code == exitcodes.DIVERGENCE and "HANG" in output and "could not be interrupted" in output, output
+    assert time.monotonic() - started < 60
+    report = only_report(tmp_path)
+    assert (report / "pending-scenario.json").is_file() and (report / "scenario.json").is_file()
+    replay = next(line for line in output.splitlines() if line.startswith("replay: "))[len("replay: ") :]
+    assert "--hang-limit 1" in replay
+    code, output = _graphcheck(*replay.split()[1:], cwd=tmp_path)
+    assert code == exitcodes.DIVERGENCE and "HANG" in output, output
+
+
+@pytest.mark.slow  # two pytest-xdist workers start (about 15 s)
+@pytest.mark.parametrize("engine", ["Hangs", "HangsOutsidePython"])
+def test_a_hang_is_caught_under_j2(
+    hostile: Path, tmp_path: Path, engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(run_args(tmp_path, f"{HOSTILE}:{engine}", "-j", "2", "--hang-limit", "1"))
+    out = capsys.readouterr().out
+    assert code == exitcodes.DIVERGENCE and "hang divergence" in out, out
+    assert (only_report(tmp_path) / "scenario.json").is_file()

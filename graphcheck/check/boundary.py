@@ -18,6 +18,7 @@ import contextlib
 import traceback
 from typing import Any, Callable, Iterator, TypeVar
 
+from graphcheck.check.watchdog import WATCHDOG, EngineHung, Overdue
 from graphcheck.errors import EngineAbortedError
 
 T = TypeVar("T")
@@ -77,14 +78,20 @@ class EngineAborted(EngineAbortedError):
 
 def call(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, engine code, with what would end graphcheck turned into :class:`EngineAborted`."""
+    armed = WATCHDOG.arm(where)  # inline, not a context manager: this runs for every engine call
     try:
         return fn(*args, **kwargs)
     except Exception:
         raise
+    except Overdue:  # the watchdog's signal: past the hang limit
+        raise EngineHung(where, WATCHDOG.limit_s) from None
     except BaseException as error:
         if is_user_stop(error):
             raise
         raise EngineAborted(where, error) from None
+    finally:
+        if armed:
+            WATCHDOG.disarm()
 
 
 __all__ = ["EngineAborted", "StopRequested", "call", "describe", "is_user_stop", "signals_owned"]

@@ -42,6 +42,7 @@ from graphcheck.check.recompute import RecomputeCheck
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
+from graphcheck.check.watchdog import EngineHung
 from graphcheck.driver import apply_events
 from graphcheck.memory_estimate import DEFAULT_MAX_ENGINE_BYTES, MAX_ENGINE_MEMORY_ENV, MemoryEstimate, format_bytes
 from graphcheck.scenario import Scenario
@@ -204,6 +205,10 @@ class Lockstep:
             self._broken.update(("eager", "graph"))
             self.eager = self.graph = None
             self._aborted(0, aborted)
+        except EngineHung as hung:
+            self._broken.update(("eager", "graph"))
+            self.eager = self.graph = None
+            self._hung(0, hung)
 
     def _build(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str]) -> None:
         """The float calibration, then both engines built and captured (a failure there is the finding)."""
@@ -221,7 +226,7 @@ class Lockstep:
             where = "graph engine construction and capture"
             with self._phase("setup_graph"):
                 self.graph = self._engine(factory, weights, backend, faults, use_graphs=True)
-        except (EngineSpecError, EngineAborted):
+        except (EngineSpecError, EngineAborted, EngineHung):
             self._broken.update(("eager", "graph"))
             raise
         except Exception as exc:
@@ -279,6 +284,9 @@ class Lockstep:
         except EngineAborted as aborted:
             self._broken.update(("eager", "graph"))
             self._aborted(self.outcome.steps_run, aborted)
+        except EngineHung as hung:
+            self._broken.update(("eager", "graph"))
+            self._hung(self.outcome.steps_run, hung)
         self.outcome.elapsed_s = time.perf_counter() - started
         if self._calibration is not None:
             self.outcome.numeric = NumericTrace(self._calibration, tuple(self._drift.trace))
@@ -332,7 +340,7 @@ class Lockstep:
                     else:
                         apply_events(decoder, self.scenario, t)
                         results[source] = decoder.step(t, overrides)
-            except (EngineAborted, EngineSpecError):  # contained, or a broken promise: never a finding
+            except (EngineAborted, EngineSpecError, EngineHung):  # the run's end, not a crash
                 raise
             except Exception as exc:
                 self._broken.add(source)
@@ -348,7 +356,7 @@ class Lockstep:
                         apply_events(decoder, self.scenario, t)
                 schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
-        except (EngineAborted, EngineSpecError):
+        except (EngineAborted, EngineSpecError, EngineHung):
             raise
         except Exception as exc:
             if is_out_of_memory(exc):
@@ -655,6 +663,15 @@ class Lockstep:
             self.outcome.raised_at = engine_frame(aborted.original)
         self.outcome.divergences.append(
             Divergence("crash", t, aborted.where, "engine", None, aborted.error, detail=aborted.detail)
+        )
+
+    def _hung(self, t: int, hung: EngineHung) -> None:
+        """A call into the engine ran past the hang limit: a ``hang`` finding at ``t`` (its engines dropped)."""
+        self.outcome.hung = str(hung)
+        self.outcome.divergences.append(
+            Divergence(
+                "hang", t, hung.where, "engine", f"done within {hung.limit_s:g} s", "still running", detail=str(hung)
+            )
         )
 
 

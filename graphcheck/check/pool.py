@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from graphcheck.check.watchdog import EngineHung
 from graphcheck.errors import EngineAbortedError
 from graphcheck.scenario import EngineConfig
 
@@ -76,7 +77,7 @@ class EnginePool:
             return None
         try:
             engine.reset()
-        except EngineAbortedError:  # the engine tried to end graphcheck: the run's finding, not a failed reset
+        except (EngineAbortedError, EngineHung):  # the run's finding (it tried to exit, it hung), not a failed reset
             raise
         except Exception:
             return None

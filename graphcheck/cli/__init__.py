@@ -19,8 +19,10 @@ import threading
 from typing import Iterator, Sequence
 
 from graphcheck.check.boundary import StopRequested, signals_owned
+from graphcheck.check.watchdog import HardHang, watching
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
+from graphcheck.display import one_line
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -56,13 +58,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stops_as_interrupts():
             args = build_parser().parse_args(argv)
             args.argv = ["graphcheck", *argv]
-            return _dispatch(args)
+            with watching(hang_limit(args), _hung_outside_python):
+                return _dispatch(args)
     except BaseException as err:  # the table decides; what it does not list goes on as it came
         ending = exitcodes.exit_for(err)
         if ending is None:
             raise
         print(ending.message(err), file=sys.stderr)
         return ending.code
+
+
+def hang_limit(args: argparse.Namespace) -> float:
+    """``--hang-limit``, else $GRAPHCHECK_HANG_LIMIT, else the default, in seconds (inf: unbounded)."""
+    import os
+
+    from graphcheck.check.watchdog import HANG_LIMIT_ENV, parse_limit
+    from graphcheck.errors import InputError
+
+    given = getattr(args, "hang_limit", None)
+    text = given if given is not None else os.environ.get(HANG_LIMIT_ENV)
+    try:
+        return parse_limit(text)
+    except ValueError as err:
+        raise InputError(f"--hang-limit: {err}") from None
+
+
+def _hung_outside_python(hang: HardHang) -> int:
+    """The last word of a process whose engine hung where no Python code runs (the watchdog's hard path)."""
+    sys.stdout.write(
+        f"\nHANG the engine's {one_line(hang.where)} was still running after {hang.limit_s:g} s (--hang-limit) "
+        "and could not be interrupted (stuck outside Python): graphcheck ends here; the scenario it was "
+        "running is on disk (pending-scenario.json)\n"
+    )
+    sys.stdout.flush()
+    return exitcodes.DIVERGENCE
 
 
 #: Signals that stop a run as Ctrl-C does: a time limit's SIGTERM (``timeout``, Kubernetes, CI

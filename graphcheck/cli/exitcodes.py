@@ -36,7 +36,7 @@ INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; what was fo
 #: Every code any command can return, with what it means: ``graphcheck --help`` prints it, README's table matches it.
 MEANINGS: tuple[tuple[int, str], ...] = (
     (CLEAN, "clean"),
-    (DIVERGENCE, "divergence (also an engine that diverged once and not when run again)"),
+    (DIVERGENCE, "divergence, a hang past --hang-limit included (also an engine that diverged once and not again)"),
     (
         USAGE,
         "usage error or bad input (a malformed scenario, an engine that breaks the adapter protocol), "

@@ -60,6 +60,13 @@ def backend_options() -> argparse.ArgumentParser:
         "(records every torch op, as a CUDA capture records kernels); replay of a report folder: the recorded one",
     )
     _engine_option(parent)
+    parent.add_argument(
+        "--hang-limit",
+        default=None,
+        metavar="SECONDS",
+        help="the longest one call into the engine (build, capture, step, reset) may take before it is a hang "
+        "finding (default $GRAPHCHECK_HANG_LIMIT, else 300; none: unbounded)",
+    )
     return parent
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from graphcheck import github
 from graphcheck.backends.devices import resolve
@@ -20,6 +21,7 @@ from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
+from graphcheck.check.watchdog import HardHang, on_hard_hang
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
@@ -36,8 +38,9 @@ from graphcheck.cli.common import (
 )
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
+from graphcheck.display import one_line
 from graphcheck.errors import InputError
-from graphcheck.report.files import ledger
+from graphcheck.report.files import ledger, write_atomic
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
@@ -107,11 +110,13 @@ def run_command(args: argparse.Namespace) -> int:
     with github.commands_stopped(publish):
         _print_header(console, plan)
         try:
-            outcomes, fuzzed = _run_suites(args, plan, console, pending)
+            with on_hard_hang(_hang_report(plan, pending)):
+                outcomes, fuzzed = _run_suites(args, plan, console, pending)
         except RunInterrupted as stop:
             outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
-        if all(o.engine_error is None for o in outcomes):  # an engine that tried to exit: its scenario stays
+        # A stopped run keeps the scenario it was on, as does an engine that tried to exit.
+        if not interrupted and all(o.engine_error is None for o in outcomes):
             pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
         situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
@@ -145,6 +150,25 @@ def run_command(args: argparse.Namespace) -> int:
     if interrupted:
         return exitcodes.INTERRUPTED
     return exitcodes.verdict(outcomes)
+
+
+def _hang_report(plan: RunPlan, pending: Path) -> Callable[[HardHang], int]:
+    """What the watchdog does when the engine hangs where Python cannot interrupt it (a C++ op): keep the
+    scenario as the report's scenario.json, print the verdict and the replay command; exit DIVERGENCE."""
+
+    def report(hang: HardHang) -> int:
+        kept = plan.out_dir / "scenario.json"
+        if pending.is_file():
+            write_atomic(kept, pending.read_text(encoding="utf-8"))
+        sys.stdout.write(
+            f"\nHANG the engine's {one_line(hang.where)} was still running after {hang.limit_s:g} s (--hang-limit) "
+            f"and could not be interrupted (stuck outside Python): the scenario is kept in {pending} and {kept}\n"
+            f"replay: {plan.checker.replay_command(str(kept))}\n"
+        )
+        sys.stdout.flush()
+        return exitcodes.DIVERGENCE
+
+    return report
 
 
 def _print_header(console: Any, plan: RunPlan) -> None:
@@ -181,6 +205,9 @@ def _print_verdict(
         found = (
             f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
         )
+        pending = plan.out_dir / "pending-scenario.json"
+        if pending.is_file():
+            found += f"; the scenario it was running is kept in {plain(pending)}"
         console.print(
             f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}"
         )
@@ -273,6 +300,12 @@ def _run_in_process(
 
 
 def _print_device_lost(console: Any, outcome: CheckOutcome) -> None:
+    if outcome.hung is not None:
+        console.print(
+            f"[bold red]hang[/] {plain(outcome.hung)}: the run stops at that scenario, unshrunk (every shrink "
+            "attempt would wait as long again); it is kept in the report"
+        )
+        return
     if outcome.engine_error is not None:
         console.print(
             f"[bold red]engine aborted[/] {plain(outcome.engine_error)}: engine code may not end graphcheck, so "

@@ -29,7 +29,9 @@ from graphcheck.check.noise import NumericTally
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
+from graphcheck.check.watchdog import DEFAULT_HANG_LIMIT_S, HardHang, watching
 from graphcheck.display import redacted
+from graphcheck.report.files import write_atomic
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
@@ -82,6 +84,7 @@ class RunSpec:
     setup: dict[str, Any] = dataclasses.field(default_factory=dict)  # CheckSetup.to_dict()
     engine: str = "builtin"  # --engine SPEC; each worker resolves it again
     emulator: str = "kernel"  # --emulator
+    hang_limit: float = DEFAULT_HANG_LIMIT_S  # --hang-limit, seconds (inf: unbounded)
 
     def to_json(self, *, secret: bool = False) -> str:
         """As JSON; the database URL's credentials redacted unless ``secret`` (what goes to the workers
@@ -201,6 +204,21 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
     return folder / f"pending-{job.key}.json"
 
 
+def hang_marker_path(pending: Path) -> Path:
+    """Where a worker whose engine hung outside Python says so, beside the job's pending scenario."""
+    return pending.with_suffix(".hang.json")
+
+
+def _hang_marker(pending: Path) -> Any:
+    """The watchdog's last word in a worker: the hang, beside the pending scenario, for the parent to report."""
+
+    def mark(hang: HardHang) -> int:
+        write_atomic(hang_marker_path(pending), json.dumps({"where": hang.where, "limit_s": hang.limit_s}))
+        return 1
+
+    return mark
+
+
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
@@ -223,7 +241,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     started = time.perf_counter()
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
     try:  # a worker is stopped by its parent, never by a KeyboardInterrupt of the engine's own
-        with single_threaded(backend), signals_owned():
+        with single_threaded(backend), signals_owned(), watching(spec.hang_limit, _hang_marker(pending)):
             if job.suite == BUILTIN:
                 result = _run_builtin(spec, job, checker, pending)
             else:

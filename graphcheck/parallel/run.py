@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -40,14 +41,23 @@ from rich.markup import escape
 from graphcheck.check.diff import Divergence
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.records import CheckOutcome
+from graphcheck.check.watchdog import WATCHDOG
 from graphcheck.display import one_line
 from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
-from graphcheck.parallel.jobs import BUILTIN, DATABASE_ENV, Job, JobResult, RunSpec, pending_path
+from graphcheck.parallel.jobs import (
+    BUILTIN,
+    DATABASE_ENV,
+    Job,
+    JobResult,
+    RunSpec,
+    hang_marker_path,
+    pending_path,
+)
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
 from graphcheck.report.files import write_atomic
-from graphcheck.scenario import Scenario
+from graphcheck.scenario import Scenario, read_regular_file
 from graphcheck.search.fuzz import FuzzResult, label_found
 from graphcheck.search.timed_search import scenario_size
 
@@ -190,6 +200,7 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
         setup=plan.setup.to_dict(),
         engine=plan.engine.spec,
         emulator=getattr(plan.backend, "emulator", "kernel"),
+        hang_limit=WATCHDOG.limit_s,  # what this process watches with (--hang-limit)
     )
     spec_path = results / "spec.json"
     write_atomic(spec_path, spec.to_json())
@@ -350,4 +361,19 @@ def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
         detail=result.error,
     )
     outcome = CheckOutcome(scenario, spec.backend, "none", divergences=[crash], faults=spec.faults)
+    hang = _hang_of(hang_marker_path(pending))
+    if hang is not None:  # the worker's watchdog ended it: a hang the engine could not be interrupted in
+        outcome.divergences = [hang]
+        outcome.hung = hang.detail
     return dataclasses.replace(result, outcomes=[outcome])
+
+
+def _hang_of(marker: Path) -> Divergence | None:
+    """The hang a worker's watchdog recorded in ``marker`` before it ended the worker, if any."""
+    try:
+        data = json.loads(read_regular_file(marker))
+        where, limit = str(data["where"]), float(data["limit_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    detail = f"the engine's {where} was still running after {limit:g} s (--hang-limit); the worker was ended"
+    return Divergence("hang", 0, where, "engine", f"done within {limit:g} s", "still running", detail=detail)

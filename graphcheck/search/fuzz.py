@@ -160,7 +160,7 @@ class DeviceLost(BaseException):
     """
 
     def __init__(self, outcome: CheckOutcome) -> None:
-        super().__init__(outcome.device_error or outcome.engine_error)
+        super().__init__(outcome.device_error or outcome.engine_error or outcome.hung)
         self.outcome = outcome
 
 
@@ -176,6 +176,8 @@ def shrink_state(outcome: CheckOutcome, *, interrupted: bool = False) -> str:
         return "unshrunk: device lost"
     if outcome.engine_error is not None:
         return "unshrunk: engine aborted"
+    if outcome.hung is not None:
+        return "unshrunk: engine hung"
     return "interrupted" if interrupted else "shrunk"
 
 
@@ -185,7 +187,7 @@ def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False)
 
     Returns whether the search stopped there, unshrunk (the device lost, or the engine aborted).
     """
-    lost = outcome.device_error is not None or outcome.engine_error is not None
+    lost = outcome.device_error is not None or outcome.engine_error is not None or outcome.hung is not None
     label = shrink_state(outcome, interrupted=interrupted)
     outcome.scenario = dataclasses.replace(outcome.scenario, name=f"{suite}/{label}")
     return lost
@@ -469,7 +471,7 @@ class _Search:
             self.on_example(scenario, outcome)
         if self.on_progress is not None:
             self.on_progress(self.progress())
-        if outcome.device_error or outcome.engine_error:
+        if outcome.device_error or outcome.engine_error or outcome.hung:
             raise DeviceLost(outcome)
         return not outcome.clean
 
