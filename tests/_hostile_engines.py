@@ -116,6 +116,19 @@ class StepReturnsDict(Wrapper):
         return {"step": t}
 
 
+class MemoryRaises(Wrapper):
+    def memory_bytes(self):
+        if self.use_graphs:
+            raise RuntimeError("cannot count")
+        return self.inner.memory_bytes()
+
+
+class SizesRaise(Wrapper):
+    @property
+    def sizes(self):
+        raise RuntimeError("no sizes")
+
+
 class MemoryAsText(Wrapper):
     def memory_bytes(self):
         return "lots"

@@ -153,6 +153,15 @@ def test_an_engine_that_exits_is_the_same_engine_error_under_j2(
     assert (only_report(tmp_path) / "scenario.json").is_file()
 
 
+@pytest.mark.parametrize(("engine", "says"), [("MemoryRaises", "cannot count"), ("SizesRaise", "no sizes")])
+def test_an_engine_member_that_raises_is_a_finding_not_a_traceback(
+    hostile: Path, tmp_path: Path, engine: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(tmp_path, f"{HOSTILE}:{engine}")) == exitcodes.DIVERGENCE
+    captured = capsys.readouterr()
+    assert "DIVERGENCE" in captured.out and says in captured.out and "Traceback" not in captured.err
+
+
 # -- item 4: a broken promise of the adapter protocol is one line, exit 2, never a divergence -----------
 
 BROKEN_PROMISES = [

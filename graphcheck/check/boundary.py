@@ -19,7 +19,7 @@ import traceback
 from typing import Any, Callable, Iterator, TypeVar
 
 from graphcheck.check.watchdog import WATCHDOG, EngineHung, Overdue
-from graphcheck.errors import EngineAbortedError
+from graphcheck.errors import EngineAbortedError, InputError
 
 T = TypeVar("T")
 
@@ -76,12 +76,31 @@ class EngineAborted(EngineAbortedError):
         )
 
 
+_WHERE = "_graphcheck_raised_in"
+
+
+def _mark(error: Exception, where: str) -> None:
+    try:
+        setattr(error, _WHERE, where)
+    except Exception:  # an exception type that takes no attributes: left unmarked
+        pass
+
+
+def raised_in(error: BaseException) -> str | None:
+    """The engine call (``where``) an exception came out of, when it was engine code's own; None otherwise."""
+    where = getattr(error, _WHERE, None)
+    return where if isinstance(where, str) else None
+
+
 def call(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, engine code, with what would end graphcheck turned into :class:`EngineAborted`."""
     armed = WATCHDOG.arm(where)  # inline, not a context manager: this runs for every engine call
     try:
         return fn(*args, **kwargs)
-    except Exception:
+    except (InputError, EngineAbortedError):  # graphcheck's verdicts on the engine (a broken promise): as they are
+        raise
+    except Exception as error:  # the engine's own exception: marked, so the lockstep can tell it from a harness bug
+        _mark(error, where)
         raise
     except Overdue:  # the watchdog's signal: past the hang limit
         raise EngineHung(where, WATCHDOG.limit_s) from None
@@ -94,4 +113,4 @@ def call(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             WATCHDOG.disarm()
 
 
-__all__ = ["EngineAborted", "StopRequested", "call", "describe", "is_user_stop", "signals_owned"]
+__all__ = ["EngineAborted", "StopRequested", "call", "describe", "is_user_stop", "raised_in", "signals_owned"]

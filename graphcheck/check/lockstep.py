@@ -27,7 +27,7 @@ from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.capabilities import EngineCapabilities
-from graphcheck.check.boundary import EngineAborted, call
+from graphcheck.check.boundary import EngineAborted, call, raised_in
 from graphcheck.check.bucket_check import check_graph_count, check_host_values, check_padding, policy_values
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
@@ -199,6 +199,7 @@ class Lockstep:
         self._replays = 0
         self._graph_count = -1  # graphs the graph engine held at the last memory check
         self._bindings: BindingsMemo = weakref.WeakKeyDictionary()  # bindings_of's memo
+        self._t = 0  # the step under way
         try:
             self._build(factory, weights, backend, faults)
         except EngineAborted as aborted:  # the engine tried to end graphcheck: its own kind of engine error
@@ -209,6 +210,12 @@ class Lockstep:
             self._broken.update(("eager", "graph"))
             self.eager = self.graph = None
             self._hung(0, hung)
+        except Exception as exc:  # a member the harness reads after construction raised (sizes, runner, ...)
+            if raised_in(exc) is None or is_out_of_memory(exc):
+                raise
+            self._broken.update(("eager", "graph"))
+            self.graph = None  # nothing is stepped
+            self._fail("capture", 0, f"engine construction: {raised_in(exc)}", exc)
 
     def _build(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str]) -> None:
         """The float calibration, then both engines built and captured (a failure there is the finding)."""
@@ -287,6 +294,13 @@ class Lockstep:
         except EngineHung as hung:
             self._broken.update(("eager", "graph"))
             self._hung(self.outcome.steps_run, hung)
+        except Exception as exc:  # an engine member the checks read raised (memory_bytes, state_snapshot, ...)
+            if raised_in(exc) is None:
+                raise  # graphcheck's own bug: its traceback is the report
+            self._broken.update(("eager", "graph"))
+            if is_out_of_memory(exc):
+                raise _out_of_memory(self._estimate, f"step {self._t} ({raised_in(exc)})", exc) from exc
+            self._fail("crash", self._t, raised_in(exc) or "engine", exc)
         self.outcome.elapsed_s = time.perf_counter() - started
         if self._calibration is not None:
             self.outcome.numeric = NumericTrace(self._calibration, tuple(self._drift.trace))
@@ -325,6 +339,7 @@ class Lockstep:
         freed input is the finding. The emulator keeps the storage, so the step runs
         and shows what the stale read does.
         """
+        self._t = t
         freed = self._freed_inputs(t)
         if freed:
             self.outcome.divergences.extend(freed)
