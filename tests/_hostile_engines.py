@@ -129,6 +129,12 @@ class SizesRaise(Wrapper):
         raise RuntimeError("no sizes")
 
 
+class EstimateAsText(Wrapper):
+    @staticmethod
+    def memory_estimate(config, requests):
+        return "big"
+
+
 class MemoryAsText(Wrapper):
     def memory_bytes(self):
         return "lots"

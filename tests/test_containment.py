@@ -170,6 +170,7 @@ BROKEN_PROMISES = [
     ("MemoryAsText", "memory_bytes() returned str 'lots', expected a non-negative int"),
     ("UndeclaredBucket", "last_step_info.bucket is int 999"),
     ("returns_none", "the engine factory returned None"),
+    ("EstimateAsText", "memory_estimate() returned str 'big'"),
 ]
 
 
