@@ -379,7 +379,12 @@ def graphcheck_lockstep(
         )
     except InputError as exc:
         pytest.fail(f"graphcheck: {exc}", pytrace=False)
-    return Checker(graphcheck_backend, engine, graphcheck_setup)
+    from graphcheck.check.honoured import OptionNotHonoured
+
+    try:
+        return Checker(graphcheck_backend, engine, graphcheck_setup)
+    except OptionNotHonoured as exc:  # the run's options, not this test: a usage error of the session
+        pytest.exit(f"graphcheck: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="module")

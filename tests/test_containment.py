@@ -581,3 +581,11 @@ def test_a_hang_is_caught_under_j2(
     out = capsys.readouterr().out
     assert code == exitcodes.DIVERGENCE and "hang divergence" in out, out
     assert (only_report(tmp_path) / "scenario.json").is_file()
+
+
+def test_the_plugin_refuses_an_option_the_engine_cannot_honour(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "test_mine.py").write_text(PLUGIN_TEST, encoding="utf-8")
+    code, output = _pytest_in(root, "--graphcheck-contract", "hf-cb", env={})
+    assert code == pytest.ExitCode.USAGE_ERROR and "--contract hf-cb: engine builtin cannot run it" in output, output
