@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from _hostile_engines import EXIT_AT_IMPORT, HOSTILE, make_hostile
 
-from graphcheck.check.boundary import EngineAborted, StopRequested, call, signals_owned
 from graphcheck.cli import exitcodes, main
 from graphcheck.scenario import Scenario
 
@@ -62,6 +61,8 @@ def only_report(tmp_path: Path) -> Path:
 
 
 def test_the_boundary_contains_what_would_end_graphcheck() -> None:
+    from graphcheck.check.boundary import EngineAborted, StopRequested, call, signals_owned
+
     def exits() -> None:
         sys.exit(0)
 
@@ -246,7 +247,7 @@ def test_an_option_the_engine_cannot_honour_is_exit_2_naming_it(
     ("text", "secret"),
     [
         ("redis://:p@ss@host:6379/0", "ss@host"),
-        ("--database redis://alice:se:cr@t@h:1/0 -j 2", "cr@t"),
+        ("--database redis://alice:se:cr@t@h:1/0 -j 2", "t@h"),
         ("redis://h:6379/0?password=hunter2&db=1", "hunter2"),
         ("rediss://h/0?db=1&Password=hunter2#frag", "hunter2"),
         ("redis://h/0?token=hunter2", "hunter2"),
@@ -375,7 +376,7 @@ def test_a_hostile_baseline_is_one_line_and_exit_2(
         path.write_text("[" * 100_000 + "]" * 100_000)
     else:
         big = "9" * 5000 if kind == "huge-int" else "1" + "0" * 400
-        row = {"mode": "batched", "per_suite": {"a": {"examples": big, "seconds": 1}}}
+        row = {"mode": "pooled", "per_suite": {"a": {"examples": big, "seconds": 1}}}
         path.write_text(json.dumps({"fuzz": {"rows": [row]}}).replace(f'"{big}"', big))
     with pytest.raises(Exception) as raised:
         baseline_module.read_baseline(path)
