@@ -121,6 +121,17 @@ def test_replay_of_an_engine_that_exits_is_an_engine_error(
     assert "engine aborted" in capsys.readouterr().out
 
 
+def test_an_exit_from_engine_code_outside_the_lockstep_does_not_decide_the_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Engine code graphcheck runs outside a lockstep run (the catalogue's peer-style baseline, say)."""
+    from graphcheck.cli import faults
+
+    monkeypatch.setattr(faults, "faults_command", lambda args: sys.exit(0))
+    assert main(["faults"]) == exitcodes.ENGINE_ABORTED
+    assert "SystemExit: 0" in capsys.readouterr().err
+
+
 def test_an_engine_that_exits_at_import_is_an_engine_error(
     hostile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -275,12 +286,13 @@ def test_the_job_spec_file_holds_no_credentials(
     seen: dict[str, str] = {}
 
     def no_workers(command: list[str], env: dict[str, str], results: Path, *args: object, **kwargs: object) -> object:
+        (results / "pytest.log").write_text(f"a worker could not reach {url}\n", encoding="utf-8")
         seen["spec"] = (results / "spec.json").read_text(encoding="utf-8")
         seen["env"] = env[DATABASE_ENV]
         seen["command"] = " ".join(command)
         return 0, {}
 
-    monkeypatch.setattr(parallel_run, "_run_pytest", no_workers)
+    monkeypatch.setattr(parallel_run, "_watch_pytest", no_workers)
     assert main(run_args(tmp_path, "builtin", "-j", "2", "--database", url)) == exitcodes.INCOMPLETE
     out = capsys.readouterr()
     for text in (seen["spec"], seen["command"], out.out, out.err):

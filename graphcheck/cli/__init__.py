@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Iterator, Sequence
 
-from graphcheck.check.boundary import StopRequested, signals_owned
+from graphcheck.check.boundary import EngineAborted, StopRequested, signals_owned
 from graphcheck.check.watchdog import HardHang, watching
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
@@ -52,6 +52,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     return faults_command(args)
 
 
+def _contained(args: argparse.Namespace) -> int:
+    """``_dispatch``, with a last net under the engine boundary: graphcheck raises no SystemExit of its own,
+    so one that gets here came from engine code run outside the lockstep (the catalogue's baseline, say)
+    and must not decide the exit code either."""
+    try:
+        return _dispatch(args)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as err:
+        raise EngineAborted(f"graphcheck {args.command}", err) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -59,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             args.argv = ["graphcheck", *argv]
             with watching(hang_limit(args), _hung_outside_python):
-                return _dispatch(args)
+                return _contained(args)
     except BaseException as err:  # the table decides; what it does not list goes on as it came
         ending = exitcodes.exit_for(err)
         if ending is None:

@@ -165,7 +165,7 @@ class JobResult:
             "elapsed_s": self.elapsed_s,
             "first_failure_at": self.first_failure_at,
             "headline": failing.first.headline() if failing else None,
-            "error": self.error,
+            "error": redacted(self.error),
             "backend_unavailable": self.backend_unavailable,
             "out_of_resources": self.out_of_resources,
             "engine_refused": self.engine_refused,

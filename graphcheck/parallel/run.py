@@ -42,7 +42,7 @@ from graphcheck.check.diff import Divergence
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.watchdog import WATCHDOG
-from graphcheck.display import one_line
+from graphcheck.display import one_line, redacted
 from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import (
@@ -235,6 +235,26 @@ def _run_pytest(
     command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
 ) -> tuple[int, dict[str, JobResult]]:
     """Run pytest, printing each job's line as its result lands; pytest's exit code and the results."""
+    try:
+        return _watch_pytest(command, env, results, spec, console, quiet=quiet)
+    finally:
+        _redact_file(results / "pytest.log")
+
+
+def _redact_file(path: Path) -> None:
+    """``path`` with every URL credential redacted (what a worker printed may quote the database URL)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    clean = redacted(text)
+    if clean != text:
+        write_atomic(path, clean)
+
+
+def _watch_pytest(
+    command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
+) -> tuple[int, dict[str, JobResult]]:
     found: dict[str, JobResult] = {}
     with open(results / "pytest.log", "w", encoding="utf-8") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
