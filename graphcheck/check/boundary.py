@@ -15,6 +15,8 @@ graphcheck's handlers are installed (the Python API, a pytest session: a Ctrl-C 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import traceback
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -39,6 +41,32 @@ def signals_owned() -> Iterator[None]:
         yield
     finally:
         _OWNED.pop()
+
+
+#: Signals that stop a run as Ctrl-C does: a time limit's SIGTERM (``timeout``, Kubernetes, CI
+#: runners) and a closed terminal's SIGHUP.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def user_stops(also: tuple[signal.Signals, ...] = ()) -> Iterator[None]:
+    """While the body runs, SIGINT (and the signals ``also`` names) raise :class:`StopRequested`, and a
+    KeyboardInterrupt that is not one is the engine's own (:func:`signals_owned`). Handlers are installed
+    only from the main thread (Python allows no other); elsewhere the body runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise StopRequested(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, *also)}
+    try:
+        with signals_owned():
+            yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def is_user_stop(error: BaseException) -> bool:
@@ -113,4 +141,14 @@ def call(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             WATCHDOG.disarm()
 
 
-__all__ = ["EngineAborted", "StopRequested", "call", "describe", "is_user_stop", "raised_in", "signals_owned"]
+__all__ = [
+    "STOP_SIGNALS",
+    "EngineAborted",
+    "StopRequested",
+    "call",
+    "describe",
+    "is_user_stop",
+    "raised_in",
+    "signals_owned",
+    "user_stops",
+]

@@ -75,7 +75,9 @@ class _Watchdog:
     def __init__(self) -> None:
         self.limit_s = float("inf")
         self.on_hard: Callable[[HardHang], int] | None = None
-        self.deadline: float | None = None  # monotonic; None while disarmed
+        #: (generation, monotonic deadline) of the armed call, one attribute so the watcher reads both at
+        #: once; None while disarmed
+        self.deadline: tuple[int, float] | None = None
         self.where = ""
         self.generation = 0
         self.depth = 0
@@ -97,7 +99,7 @@ class _Watchdog:
             return True
         self.generation += 1
         self.where = where
-        self.deadline = time.monotonic() + self.limit_s
+        self.deadline = (self.generation, time.monotonic() + self.limit_s)
         return True
 
     def disarm(self) -> None:
@@ -106,23 +108,24 @@ class _Watchdog:
             self.deadline = None
 
     def overdue(self, signum: int, frame: object) -> None:
-        if self.deadline is not None and self.fired == self.generation:
+        armed = self.deadline
+        if armed is not None and self.fired == armed[0]:
             raise Overdue(self.where)
 
     # -- the watching thread -------------------------------------------------------------------
     def watch(self) -> None:
-        while self.thread is not None:
+        while self.thread is threading.current_thread():  # a later watching() starts a thread of its own
             time.sleep(_POLL_S)
-            deadline, generation = self.deadline, self.generation
-            if deadline is None or time.monotonic() < deadline:
+            armed = self.deadline
+            if armed is None or time.monotonic() < armed[1]:
                 continue
+            generation, deadline = armed
             if self.fired != generation:
                 self.fired = generation
                 if _SIGNAL is not None and self.main is not None:
                     signal.pthread_kill(self.main, _SIGNAL)
                 continue
-            overdue = time.monotonic() >= deadline + HARD_GRACE_S
-            if overdue and self.deadline is not None and self.generation == generation:
+            if time.monotonic() >= deadline + HARD_GRACE_S and self.deadline == armed:
                 self.hard(HardHang(self.where, self.limit_s))
 
     def hard(self, hang: HardHang) -> None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
-import threading
 from typing import Iterator, Sequence
 
-from graphcheck.check.boundary import EngineAborted, StopRequested, signals_owned
+from graphcheck.check.boundary import STOP_SIGNALS, EngineAborted, user_stops
 from graphcheck.check.watchdog import HardHang, watching
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
@@ -106,30 +104,12 @@ def _hung_outside_python(hang: HardHang) -> int:
     return exitcodes.DIVERGENCE
 
 
-#: Signals that stop a run as Ctrl-C does: a time limit's SIGTERM (``timeout``, Kubernetes, CI
-#: runners) and a closed terminal's SIGHUP.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
 @contextlib.contextmanager
 def stops_as_interrupts() -> Iterator[None]:
     """While the body runs, SIGINT, SIGTERM and SIGHUP raise StopRequested (a KeyboardInterrupt), so a run
-    stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C
-    does. Handlers are installed only from the main thread (Python allows no other)."""
-    if threading.current_thread() is not threading.main_thread():
+    stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C does."""
+    with user_stops(STOP_SIGNALS):
         yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise StopRequested(f"stopped by {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, *STOP_SIGNALS)}
-    try:
-        with signals_owned():  # from now on a KeyboardInterrupt that is not a StopRequested is an engine's
-            yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 __all__ = ["main"]

@@ -222,7 +222,7 @@ def _hang_marker(pending: Path) -> Any:
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
-    from graphcheck.check.boundary import signals_owned
+    from graphcheck.check.boundary import user_stops
     from graphcheck.check.engines import EngineSpecError
     from graphcheck.check.memory_gate import MemoryLimitError
     from graphcheck.errors import EngineAbortedError, InputError, ResourceError
@@ -241,7 +241,7 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     started = time.perf_counter()
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
     try:  # a worker is stopped by its parent, never by a KeyboardInterrupt of the engine's own
-        with single_threaded(backend), signals_owned(), watching(spec.hang_limit, _hang_marker(pending)):
+        with single_threaded(backend), user_stops(), watching(spec.hang_limit, _hang_marker(pending)):
             if job.suite == BUILTIN:
                 result = _run_builtin(spec, job, checker, pending)
             else:
