@@ -290,10 +290,10 @@ class Lockstep:
             self._steps()
         except EngineAborted as aborted:
             self._broken.update(("eager", "graph"))
-            self._aborted(self.outcome.steps_run, aborted)
+            self._aborted(self._t, aborted)
         except EngineHung as hung:
             self._broken.update(("eager", "graph"))
-            self._hung(self.outcome.steps_run, hung)
+            self._hung(self._t, hung)
         except Exception as exc:  # an engine member the checks read raised (memory_bytes, state_snapshot, ...)
             if raised_in(exc) is None:
                 raise  # graphcheck's own bug: its traceback is the report
