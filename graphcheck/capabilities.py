@@ -59,6 +59,12 @@ def check_name(kind: str, name: Any) -> None:
         raise ValueError(f"{kind} name must be one printable word of at most 100 characters, got {ascii(name)[:80]}")
 
 
+def check_line(kind: str, text: Any) -> None:
+    """A description an engine declares (a fault's summary, say) is shown the same way: one printable line."""
+    if not isinstance(text, str) or len(text) > 2000 or not text.isprintable():
+        raise ValueError(f"{kind} must be one printable line of at most 2000 characters, got {ascii(text)[:80]}")
+
+
 @dataclass(frozen=True)
 class Fault:
     """One injectable bug an engine implements (``--inject NAME``).
@@ -84,6 +90,10 @@ class Fault:
         check_name("Fault", self.name)
         for option, _ in self.options:
             check_name("Fault option", option)
+        for field in ("summary", "mirrors", "signal"):
+            check_line(f"Fault {self.name} {field}", getattr(self, field))
+        for target in self.breaks:
+            check_line(f"Fault {self.name} breaks", target)
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class EngineOption:
 
     def __post_init__(self) -> None:
         check_name("EngineOption", self.name)
+        check_line(f"EngineOption {self.name} summary", self.summary)
         if not self.choices or any(not isinstance(c, int) or c < 0 for c in self.choices):
             raise ValueError(f"EngineOption {self.name!r}: choices must be non-negative integers, got {self.choices!r}")
 

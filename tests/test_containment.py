@@ -406,6 +406,11 @@ def test_engine_declared_names_cannot_start_a_line() -> None:
             Fault(bad, 1)
         with pytest.raises(ValueError, match="one printable word"):
             EngineOption(bad, (0, 1))
+    for bad in ("x\n::error::forged", "a\u202eb"):
+        with pytest.raises(ValueError, match="one printable line"):
+            Fault("fine", 1, summary=bad)
+        with pytest.raises(ValueError, match="one printable line"):
+            EngineOption("fine", (0, 1), summary=bad)
 
 
 def test_bidi_controls_never_reach_the_summary_or_junit_raw(
