@@ -128,6 +128,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "package.module:attribute (default $GRAPHCHECK_ENGINE, else builtin)",
     )
     group.addoption(
+        "--graphcheck-hang-limit",
+        default=None,
+        metavar="SECONDS",
+        help="bound every call into the engine: past it, a hang divergence (default $GRAPHCHECK_HANG_LIMIT, "
+        "else unbounded in a test session)",
+    )
+    group.addoption(
         "--graphcheck-profile",
         default=None,
         metavar="NAME",
@@ -193,6 +200,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_engine(config)
     _check_backend(config)
     _check_setup_and_limit(config)
+    _watch_for_hangs(config)
     name = config.getoption("graphcheck_profile")
     if not name:
         return
@@ -226,6 +234,34 @@ def _check_engine(config: pytest.Config) -> None:
         resolve_engine(spec)
     except GraphcheckError as exc:  # a bad SPEC, or an engine that aborted at import
         raise pytest.UsageError(str(exc).replace("--engine", said, 1)) from None
+
+
+_WATCHING = pytest.StashKey[Any]()
+
+
+def _watch_for_hangs(config: pytest.Config) -> None:
+    """``--graphcheck-hang-limit`` (or $GRAPHCHECK_HANG_LIMIT): the session's engine calls are bounded by the
+    watchdog (graphcheck.check.watchdog); a call past it is a ``hang`` divergence of the test that made it."""
+    import os
+
+    text = config.getoption("graphcheck_hang_limit", None) or os.environ.get("GRAPHCHECK_HANG_LIMIT")
+    if not text:
+        return
+    from graphcheck.check.watchdog import parse_limit, watching
+
+    try:
+        limit = parse_limit(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"graphcheck: --graphcheck-hang-limit: {exc}") from None
+    watch = watching(limit)
+    watch.__enter__()
+    config.stash[_WATCHING] = watch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    watch = config.stash.get(_WATCHING, None)
+    if watch is not None:
+        watch.__exit__(None, None, None)
 
 
 def _check_backend(config: pytest.Config) -> None:

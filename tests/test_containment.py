@@ -607,3 +607,28 @@ def test_the_plugin_refuses_an_option_the_engine_cannot_honour(tmp_path: Path) -
     (root / "test_mine.py").write_text(PLUGIN_TEST, encoding="utf-8")
     code, output = _pytest_in(root, "--graphcheck-contract", "hf-cb", env={})
     assert code == pytest.ExitCode.USAGE_ERROR and "--contract hf-cb: engine builtin cannot run it" in output, output
+
+
+HANGING_FACTORY_TEST = """
+import pytest
+from gc_hostile import Hangs
+from graphcheck.search.builtin import demo_scenario
+
+
+@pytest.fixture(scope="module")
+def graphcheck_engine_factory():
+    return Hangs
+
+
+def test_checked(graphcheck_check):
+    graphcheck_check(demo_scenario(num_steps=3))
+"""
+
+
+def test_the_plugin_bounds_engine_calls_with_its_hang_limit(hostile: Path, tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "test_mine.py").write_text(HANGING_FACTORY_TEST, encoding="utf-8")
+    site = os.pathsep.join([str(hostile), os.environ.get("PYTHONPATH", "")])
+    code, output = _pytest_in(root, "--graphcheck-hang-limit", "1", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{site}"})
+    assert code == pytest.ExitCode.TESTS_FAILED and "hang divergence in step()" in output, output
