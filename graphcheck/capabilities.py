@@ -47,6 +47,24 @@ GraphApi = Literal["runner", "torch.cuda"]
 GRAPH_APIS = ("runner", "torch.cuda")
 
 
+def check_name(kind: str, name: Any) -> None:
+    """A name an engine declares is shown on consoles, in CI annotations and reports: one printable word
+    (no newline, which would start a line of its own such as a forged ``::error::``; no bidi control)."""
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= 100
+        or not name.isprintable()
+        or any(c.isspace() for c in name)
+    ):
+        raise ValueError(f"{kind} name must be one printable word of at most 100 characters, got {ascii(name)[:80]}")
+
+
+def check_line(kind: str, text: Any) -> None:
+    """A description an engine declares (a fault's summary, say) is shown the same way: one printable line."""
+    if not isinstance(text, str) or len(text) > 2000 or not text.isprintable():
+        raise ValueError(f"{kind} must be one printable line of at most 2000 characters, got {ascii(text)[:80]}")
+
+
 @dataclass(frozen=True)
 class Fault:
     """One injectable bug an engine implements (``--inject NAME``).
@@ -68,6 +86,15 @@ class Fault:
     breaks: tuple[str, ...] = ()
     options: tuple[tuple[str, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        check_name("Fault", self.name)
+        for option, _ in self.options:
+            check_name("Fault option", option)
+        for field in ("summary", "mirrors", "signal"):
+            check_line(f"Fault {self.name} {field}", getattr(self, field))
+        for target in self.breaks:
+            check_line(f"Fault {self.name} breaks", target)
+
 
 @dataclass(frozen=True)
 class EngineOption:
@@ -82,6 +109,8 @@ class EngineOption:
     summary: str = ""
 
     def __post_init__(self) -> None:
+        check_name("EngineOption", self.name)
+        check_line(f"EngineOption {self.name} summary", self.summary)
         if not self.choices or any(not isinstance(c, int) or c < 0 for c in self.choices):
             raise ValueError(f"EngineOption {self.name!r}: choices must be non-negative integers, got {self.choices!r}")
 
@@ -105,6 +134,9 @@ class EngineCapabilities:
     accept_policies: tuple[str, ...] = ACCEPT_POLICIES
     models: tuple[str, ...] = MODELS
     contracts: tuple[str, ...] = GENERAL_CONTRACTS  # hf-cb is declared by its engine alone
+    #: The backends' frameworks the engine runs on ("torch", "paddle"); an engine whose graph_api is
+    #: "torch.cuda" runs on torch alone whatever it says here (graphcheck.check.honoured).
+    frameworks: tuple[str, ...] = ("torch", "paddle")
     layout: Layout = "slot"
     faults: tuple[Fault, ...] = ()
     #: How the engine captures graphs: "runner" (through the Device's graph runner, as the built-in
@@ -130,6 +162,7 @@ class EngineCapabilities:
             ("accept_policies", self.accept_policies, ACCEPT_POLICIES),
             ("models", self.models, MODELS),
             ("contracts", self.contracts, CONTRACT_NAMES),
+            ("frameworks", self.frameworks, ("torch", "paddle")),
         ):
             unknown = [v for v in have if v not in known]
             if not have or unknown:

@@ -43,13 +43,22 @@ def one_line(text: object) -> str:
     return shown(text)
 
 
-#: ``scheme://user:password@`` in any text: the password part (a ``--database redis://:PASS@host`` URL).
-_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*):(?P<password>[^\s/@]*)@")
+#: ``scheme://user:password@`` in any text: the password part (a ``--database redis://:PASS@host`` URL),
+#: up to the *last* ``@`` of the word (an unencoded ``@``, ``/`` or ``?`` in a password is part of it: better
+#: to hide too much than to show the rest of a password).
+_CREDENTIALS = re.compile(r"""(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*):(?P<password>[^\s"'<>]*)@""")
+#: A secret in a query string or fragment: ``?password=...``, ``&token=...`` (any case).
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;#](?:password|passwd|pwd|pass|secret|token|access_token|auth|api_key|apikey|key)=)[^&;#\s]*",
+    re.IGNORECASE,
+)
 
 
 def redacted(text: object) -> str:
-    """``text`` with the password of every URL in it replaced by ``***`` (the user name is kept)."""
-    return _CREDENTIALS.sub(lambda m: f"{m.group('head')}:***@", str(text))
+    """``text`` with the password of every URL in it, and every secret of a query string, replaced by
+    ``***`` (the user name is kept)."""
+    text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}:***@", str(text))
+    return _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
 
 
 __all__ = ["one_line", "redacted", "shown"]

@@ -12,6 +12,8 @@ through one of these families (``graphcheck.cli.exitcodes`` gives each its exit 
         EngineError              an engine or graph runner cannot do what it was asked:
                                  CaptureError (HostSyncInCapture, EscapedOpError),
                                  PoisonedTensorError, EngineNotRestorable
+        EngineAbortedError       the engine under test tried to leave the checker (SystemExit,
+                                 a KeyboardInterrupt of its own, another BaseException): EngineAborted
         DivergenceError          a check failed: ScenarioDiverged (also an AssertionError),
                                  EngineNondeterministic (it failed once, not when run again)
         RunError                 graphcheck could not finish the run itself: ParallelRunError
@@ -47,6 +49,12 @@ class EngineError(GraphcheckError):
     """
 
 
+class EngineAbortedError(GraphcheckError):
+    """The engine under test raised what would end graphcheck itself (``SystemExit``, a ``KeyboardInterrupt``
+    of its own, another ``BaseException``): contained at the engine boundary (``graphcheck.check.boundary``)
+    and reported as an engine error, never allowed to decide graphcheck's exit code."""
+
+
 class DivergenceError(GraphcheckError):
     """A check found a failing divergence: the finding itself, raised for test frameworks (``ScenarioDiverged``)."""
 
@@ -59,6 +67,7 @@ class RunError(GraphcheckError):
 __all__ = [
     "BackendUnavailableError",
     "DivergenceError",
+    "EngineAbortedError",
     "EngineError",
     "GraphcheckError",
     "InputError",

@@ -57,6 +57,7 @@ imports neither torch, paddle nor Hypothesis.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
@@ -127,6 +128,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "package.module:attribute (default $GRAPHCHECK_ENGINE, else builtin)",
     )
     group.addoption(
+        "--graphcheck-hang-limit",
+        default=None,
+        metavar="SECONDS",
+        help="bound every call into the engine: past it, a hang divergence (default $GRAPHCHECK_HANG_LIMIT, "
+        "else unbounded in a test session)",
+    )
+    group.addoption(
         "--graphcheck-profile",
         default=None,
         metavar="NAME",
@@ -189,16 +197,10 @@ def engine_spec(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    given = config.getoption("graphcheck_engine")
-    if given:  # a SPEC that does not resolve is a usage error now, not a failure in every test
-        from graphcheck.check.engines import resolve_engine
-        from graphcheck.errors import InputError
-
-        try:
-            resolve_engine(given)
-        except InputError as exc:
-            raise pytest.UsageError(str(exc).replace("--engine", "--graphcheck-engine", 1)) from None
+    _check_engine(config)
+    _check_backend(config)
     _check_setup_and_limit(config)
+    _watch_for_hangs(config)
     name = config.getoption("graphcheck_profile")
     if not name:
         return
@@ -213,6 +215,89 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--graphcheck-profile {name}: no Hypothesis profile of that name; graphcheck's are "
             f"{', '.join(TEST_PROFILE_EXAMPLES)}, others must be registered by your project first"
         ) from None
+
+
+def _check_engine(config: pytest.Config) -> None:
+    """A SPEC (``--graphcheck-engine`` or $GRAPHCHECK_ENGINE) that does not resolve is a usage error now,
+    not a failure in every test."""
+    import os
+
+    given = config.getoption("graphcheck_engine")
+    said = "--graphcheck-engine" if given is not None else f"${ENGINE_ENV}"
+    spec = given if given is not None else os.environ.get(ENGINE_ENV)
+    if spec is None:
+        return
+    from graphcheck.check.engines import resolve_engine
+    from graphcheck.errors import GraphcheckError
+
+    try:
+        resolve_engine(spec)
+    except GraphcheckError as exc:  # a bad SPEC, or an engine that aborted at import
+        raise pytest.UsageError(str(exc).replace("--engine", said, 1)) from None
+
+
+_WATCHING = pytest.StashKey[Any]()
+
+
+def _watch_for_hangs(config: pytest.Config) -> None:
+    """``--graphcheck-hang-limit`` (or $GRAPHCHECK_HANG_LIMIT): the session's engine calls are bounded by the
+    watchdog (graphcheck.check.watchdog); a call past it is a ``hang`` divergence of the test that made it."""
+    import os
+
+    text = config.getoption("graphcheck_hang_limit", None) or os.environ.get("GRAPHCHECK_HANG_LIMIT")
+    if not text:
+        return
+    from graphcheck.check.watchdog import parse_limit, watching
+
+    try:
+        limit = parse_limit(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"graphcheck: --graphcheck-hang-limit: {exc}") from None
+    watch = watching(limit)
+    watch.__enter__()
+    config.stash[_WATCHING] = watch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    watch = config.stash.get(_WATCHING, None)
+    if watch is not None:
+        watch.__exit__(None, None, None)
+
+
+def _check_backend(config: pytest.Config) -> None:
+    """An unknown backend name ($GRAPHCHECK_BACKEND too) or an emulator the backend cannot use is a usage
+    error now (no framework is imported for it); a backend this machine lacks stays each test's error."""
+    import os
+
+    given = ("graphcheck_backend", "graphcheck_emulate", "graphcheck_emulator")
+    if all(config.getoption(o, None) is None for o in given) and "GRAPHCHECK_BACKEND" not in os.environ:
+        return
+    from graphcheck.backends.devices import BACKENDS, UnsupportedEmulator, check_emulator
+
+    name, emulate = backend_choice(config)
+    key = name.strip().lower()
+    if key not in BACKENDS:
+        raise pytest.UsageError(
+            f"graphcheck: unknown backend {name!r} ($GRAPHCHECK_BACKEND); valid: {', '.join(BACKENDS)}"
+        )
+    try:
+        check_emulator(key, emulate, emulator_choice(config))
+    except UnsupportedEmulator as exc:
+        raise pytest.UsageError(f"graphcheck: --graphcheck-emulator: {exc}") from None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """An engine that breaks the adapter protocol (a factory that returns None, a step that returns a dict)
+    ends the session as the usage error it is (pytest's exit 4), not as a failing test (exit 1, which reads
+    as a divergence)."""
+    try:
+        return (yield)
+    except Exception as exc:
+        engines = sys.modules.get("graphcheck.check.engines")
+        if engines is not None and isinstance(exc, engines.EngineSpecError):
+            pytest.exit(f"graphcheck: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        raise
 
 
 _SETUP_OPTIONS = ("graphcheck_model", "graphcheck_contract", "graphcheck_oracle")
@@ -330,7 +415,12 @@ def graphcheck_lockstep(
         )
     except InputError as exc:
         pytest.fail(f"graphcheck: {exc}", pytrace=False)
-    return Checker(graphcheck_backend, engine, graphcheck_setup)
+    from graphcheck.check.honoured import OptionNotHonoured
+
+    try:
+        return Checker(graphcheck_backend, engine, graphcheck_setup)
+    except OptionNotHonoured as exc:  # the run's options, not this test: a usage error of the session
+        pytest.exit(f"graphcheck: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="module")

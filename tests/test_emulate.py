@@ -416,10 +416,10 @@ def test_an_output_of_an_earlier_graph_in_the_pool_is_not_a_freed_input(cuda):
     x = torch.ones(4)
     g1 = torch.cuda.CUDAGraph()
     g1.capture_begin()
-    h = x * 2
+    held = [x * 2]
     g1.capture_end()
-    g2, out = _capture(lambda: h + 1, pool=g1.pool())
-    del h
+    g2, out = _capture(lambda: held[0] + 1, pool=g1.pool())
+    held.clear()
     assert g2.graph.dead_inputs() == []
     g1.replay()
     g2.replay()

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from graphcheck.bench.run import FuzzRow
+from graphcheck.display import one_line
 from graphcheck.errors import InputError
+from graphcheck.scenario import read_regular_file
 
 #: Rows in order of preference: the default fuzz path of the checkout that wrote the file.
 _DEFAULT_MODES = ("pooled", "baseline", "fresh")
@@ -57,12 +59,14 @@ def measure_checkout(checkout: Path, backend: str, emulate: bool, out: Path, log
 
 def read_baseline(path: Path) -> tuple[FuzzRow, str]:
     """The baseline row of ``path`` and a line naming where it came from; InputError when unusable."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of bounded size: never a FIFO (a hang) or /dev/zero (memory without end)
+        data = json.loads(read_regular_file(path, _MAX_BASELINE_BYTES), parse_int=_bounded_int)
     except OSError as exc:
         raise InputError(f"--baseline {path}: cannot read it ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise InputError(f"--baseline {path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"--baseline {path}: not JSON (nested too deeply)") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer too long
+        raise InputError(f"--baseline {path}: not JSON ({one_line(str(exc))[:200]})") from None
     rows = data.get("fuzz", {}).get("rows") if isinstance(data, dict) and isinstance(data.get("fuzz"), dict) else None
     if not isinstance(rows, list):
         raise InputError(
@@ -87,7 +91,7 @@ def _row(raw: dict[str, Any], where: str) -> FuzzRow:
             figures.get("examples") if isinstance(figures, dict) else None, f"{where}, suite {name!r:.60}"
         )
         seconds = _number(figures.get("seconds"), f"{where}, suite {name!r:.60}")
-        suites.append((str(name), int(examples), float(seconds)))
+        suites.append((one_line(str(name))[:100], int(examples), float(seconds)))
     return FuzzRow(
         "baseline",
         sum(n for _, n, _ in suites),
@@ -99,9 +103,23 @@ def _row(raw: dict[str, Any], where: str) -> FuzzRow:
     )
 
 
+#: The largest baseline file read: a bench summary is a few KiB.
+_MAX_BASELINE_BYTES = 4 * 2**20
+#: The largest figure a baseline may hold: far above any count or seconds a bench measures.
+_MAX_FIGURE = 10**15
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 18:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)
+
+
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"{where}: expected a non-negative number, got {value!r:.60}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: expected a non-negative number, got {one_line(repr(value))[:60]}")
+    if not 0 <= value <= _MAX_FIGURE:
+        raise InputError(f"{where}: expected a number in [0, {_MAX_FIGURE}], got {one_line(repr(value))[:60]}")
     return float(value)
 
 

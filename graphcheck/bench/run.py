@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
+from graphcheck.report.files import write_atomic
 
 #: The decode-step modes in display order; "graph-<scope>" replays that graph_scope.
 DECODE_MODES = ("eager", "graph-step", "graph-forward_sampling", "graph-forward")
@@ -430,7 +431,7 @@ def log_tail(out_dir: Path, lines: int = 20) -> str:
 def write_summary(summary: BenchSummary, out_dir: Path, extra: Mapping[str, Any]) -> Path:
     """``summary.json``: ``extra`` (run id, command, ...) and the summary's figures and verdict."""
     path = out_dir / "summary.json"
-    path.write_text(json.dumps({**extra, **summary.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps({**extra, **summary.to_dict()}, indent=2) + "\n")
     return path
 
 

@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from graphcheck.check.engines import BUILTIN, EngineChoice, resolve_engine
+from graphcheck.check.honoured import check_honoured
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, Localisation, replay_command_line
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.threads import single_threaded
 from graphcheck.check.timings import LockstepTimings
+from graphcheck.check.watchdog import chosen_hang_limit
 from graphcheck.errors import DivergenceError
 from graphcheck.scenario import Scenario
 
@@ -84,6 +86,7 @@ class Checker:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", tuple(self.faults))
+        check_honoured(self.engine.spec, self.engine.capabilities, self.setup, self.backend)
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         faults = f", faults={list(self.faults)}" if self.faults else ""
@@ -158,7 +161,8 @@ class Checker:
         """
         with single_threaded(self.backend), self.graph_api():
             outcome = self.build(scenario, faults=faults, timings=timings).run()
-            if localise and not outcome.clean and outcome.device_error is None:
+            stopped = outcome.device_error or outcome.engine_error or outcome.hung
+            if localise and not outcome.clean and stopped is None:
                 outcome.localisation = self.localise(outcome)
         return outcome
 
@@ -184,7 +188,7 @@ class Checker:
         return self.engine.graphs_on(self.backend)
 
     def _report(self, outcome: CheckOutcome) -> str:
-        if outcome.localisation is None and outcome.device_error is None:
+        if outcome.localisation is None and not (outcome.device_error or outcome.engine_error or outcome.hung):
             outcome.localisation = self.localise(outcome)
         return self.failure_report(outcome)
 
@@ -200,6 +204,7 @@ class Checker:
             engine=self.engine.spec,
             oracle=self.setup.oracle,
             emulator=getattr(backend, "emulator", "kernel"),
+            hang_limit=chosen_hang_limit(),
         )
 
     def failure_report(self, outcome: CheckOutcome) -> str:

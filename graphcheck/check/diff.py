@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from graphcheck.step_result import RequestStep, StepResult
 
-KINDS = ("address", "shape", "state", "seed", "token", "value", "memory", "crash", "capture")
+KINDS = ("address", "shape", "state", "seed", "token", "value", "memory", "crash", "capture", "hang")
 
 # RequestStep field -> (divergence kind, engine tensor it lives in)
 _FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -114,7 +114,9 @@ def diff_steps(
 #: whose state already differs (``state``) explains the seeds and tokens read from it.
 _CAUSE_ORDER = {
     kind: i
-    for i, kind in enumerate(("capture", "crash", "address", "shape", "state", "seed", "memory", "token", "value"))
+    for i, kind in enumerate(
+        ("hang", "capture", "crash", "address", "shape", "state", "seed", "memory", "token", "value")
+    )
 }
 
 

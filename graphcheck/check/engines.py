@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ContextManager
 
-from graphcheck.capabilities import EngineCapabilities, optional_members
+from graphcheck.capabilities import EngineCapabilities, check_name, optional_members
+from graphcheck.check.boundary import EngineAborted, call, describe
 from graphcheck.errors import BackendUnavailableError, InputError
 
 ENTRY_POINT_GROUP = "graphcheck.engines"
@@ -92,16 +93,23 @@ def _import_target(target: str, spec: str) -> Any:
             "or package.module:attribute"
         )
     try:
-        module = importlib.import_module(module_name)
-    except BackendUnavailableError:  # an engine whose framework is missing says so itself (exit 3)
+        module = call(f"the import of {module_name}", importlib.import_module, module_name)
+    except (EngineAborted, BackendUnavailableError):  # a missing framework says so itself (exit 3)
         raise
     except Exception as err:  # the user's module: say why it did not import, in one line
         raise EngineSpecError(f"--engine {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
     value: Any = module
     for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise EngineSpecError(f"--engine {spec}: {module_name} has no attribute {attribute}")
-        value = getattr(value, part)
+        try:
+            value = call(f"the lookup of {attribute}", getattr, value, part)
+        except AttributeError:
+            raise EngineSpecError(f"--engine {spec}: {module_name} has no attribute {attribute}") from None
+        except EngineAborted:
+            raise
+        except Exception as err:  # a module __getattr__ that raises something else: the engine's, in one line
+            raise EngineSpecError(
+                f"--engine {spec}: looking up {attribute} in {module_name} raised {describe(err)}"
+            ) from None
     return value
 
 
@@ -128,7 +136,12 @@ def missing_methods(factory: Any) -> tuple[str, ...]:
 
 
 def _capabilities(factory: Any, spec: str) -> EngineCapabilities:
-    declared = getattr(factory, "capabilities", None)
+    try:
+        declared = call("its capabilities", getattr, factory, "capabilities", None)
+    except EngineAborted:
+        raise
+    except Exception as err:
+        raise EngineSpecError(f"--engine {spec}: reading its capabilities raised {describe(err)}") from None
     if declared is None:
         return EngineCapabilities()
     if not isinstance(declared, EngineCapabilities):
@@ -136,12 +149,17 @@ def _capabilities(factory: Any, spec: str) -> EngineCapabilities:
             f"--engine {spec}: its capabilities must be a graphcheck.capabilities.EngineCapabilities, "
             f"got {type(declared).__name__}"
         )
+    try:  # checked when built; again here, in case the engine changed them since
+        for name in (*(f.name for f in declared.faults), *(o.name for o in declared.options)):
+            check_name("a fault or option", name)
+    except ValueError as err:
+        raise EngineSpecError(f"--engine {spec}: its capabilities declare a bad name: {err}") from None
     return declared
 
 
 def resolve_engine(spec: str | None = None) -> EngineChoice:
     """The engine ``spec`` names (None: ``builtin``); :class:`EngineSpecError` when it cannot be used."""
-    spec = (spec or BUILTIN).strip()
+    spec = BUILTIN if spec is None else spec.strip()  # an empty SPEC is a mistake, not the default
     if not spec or len(spec) > 300 or not spec.isprintable():
         raise EngineSpecError("--engine: expected 'builtin', a registered engine name or package.module:attribute")
     if spec == BUILTIN:
@@ -183,7 +201,26 @@ def _choice(spec: str, factory: Any, source: str, said: str) -> EngineChoice:
             f"{said}: {getattr(factory, '__qualname__', source)} does not satisfy the engine adapter "
             f"protocol: no method {', '.join(missing)} (docs/adapters.md)"
         )
+    wrong = _signature_problem(factory)
+    if wrong is not None:
+        raise EngineSpecError(
+            f"{said}: {source} is not an engine factory: it cannot be called as "
+            f"factory(config, weights, *, device, use_graphs, faults) ({wrong})"
+        )
     return EngineChoice(spec, factory, _capabilities(factory, spec), source)
+
+
+def _signature_problem(factory: Any) -> str | None:
+    """Why ``factory`` cannot take the factory's arguments; None when it can, or when Python cannot tell."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: checked on its first call
+        return None
+    try:
+        signature.bind(None, None, device=None, use_graphs=False, faults=())
+    except TypeError as err:
+        return str(err)
+    return None
 
 
 def require_adapter(engine: Any, spec: str) -> None:

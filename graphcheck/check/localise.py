@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from graphcheck.adapter import EngineFactory, captured_graphs, input_label
+from graphcheck.check import boundary
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import (
     SHOWN,
@@ -440,8 +441,10 @@ def localise_outcome(
     outcome: CheckOutcome, backend: Any, *, faults: Sequence[str] = (), engine_factory: EngineFactory | None = None
 ) -> Localisation | None:
     """:func:`localise`, never raising: a localisation that fails says so instead of losing the run."""
-    try:
-        return localise(outcome, backend, faults=faults, engine_factory=engine_factory)
+    try:  # the trace re-runs the engine: through the boundary (an EngineAborted is an Exception)
+        return boundary.call(
+            "the kernel trace", localise, outcome, backend, faults=faults, engine_factory=engine_factory
+        )
     except Exception as exc:  # the divergence stands; only its localisation is lost
         first = outcome.first
         return Localisation(

@@ -27,6 +27,7 @@ from typing import Any, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
 from graphcheck.capabilities import EngineCapabilities
+from graphcheck.check.boundary import EngineAborted, call, raised_in
 from graphcheck.check.bucket_check import (
     check_graph_count,
     check_host_values,
@@ -36,15 +37,18 @@ from graphcheck.check.bucket_check import (
 )
 from graphcheck.check.diff import Divergence, diff_steps
 from graphcheck.check.engines import EngineSpecError, require_adapter
+from graphcheck.check.guarded import build_guarded, engine_type
 from graphcheck.check.memory_gate import admit
 from graphcheck.check.noise import DRIFT_STEPS, NumericTrace, calibration_for
 from graphcheck.check.numeric import DriftWatch, Parting, diff_engines_numeric, largest_difference, tolerance_for
 from graphcheck.check.oracles import OracleError, make_oracle, resolve_oracle
 from graphcheck.check.pool import EnginePool, PoolKey
+from graphcheck.check.promises import bucket_declared
 from graphcheck.check.recompute import RecomputeCheck
 from graphcheck.check.records import Binding, CheckOutcome, EngineOutOfMemory, StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.check.timings import LockstepTimings
+from graphcheck.check.watchdog import EngineHung
 from graphcheck.driver import apply_events
 from graphcheck.memory_estimate import DEFAULT_MAX_ENGINE_BYTES, MAX_ENGINE_MEMORY_ENV, MemoryEstimate, format_bytes
 from graphcheck.scenario import Scenario
@@ -192,10 +196,6 @@ class Lockstep:
         self._engine_label = engine_label
         self.eager = self.graph = None
         self._calibration = self._tolerance = self._drift = None
-        if tolerance_for(scenario.config.model) is not None:  # a float model: its band is measured
-            cal = calibration_for(factory, backend, scenario.config, self.capabilities.fit)
-            self._calibration, self._tolerance = cal, cal.tolerance()
-            self._drift = DriftWatch(cal.drift_level, DRIFT_STEPS, cal.band)
         self._parting = Parting()
         self._reports: dict[str, Any] = {}
         self._memory_baseline: int | None = None
@@ -205,6 +205,33 @@ class Lockstep:
         self._replays = 0
         self._graph_count = -1  # graphs the graph engine held at the last memory check
         self._bindings: BindingsMemo = weakref.WeakKeyDictionary()  # bindings_of's memo
+        self._t = 0  # the step under way
+        try:
+            self._build(factory, weights, backend, faults)
+        except EngineAborted as aborted:  # the engine tried to end graphcheck: its own kind of engine error
+            self._broken.update(("eager", "graph"))
+            self.eager = self.graph = None
+            self._aborted(0, aborted)
+        except EngineHung as hung:
+            self._broken.update(("eager", "graph"))
+            self.eager = self.graph = None
+            self._hung(0, hung)
+        except Exception as exc:  # a member the harness reads after construction raised (sizes, runner, ...)
+            if raised_in(exc) is None or is_out_of_memory(exc):
+                raise
+            self._broken.update(("eager", "graph"))
+            self.graph = None  # nothing is stepped
+            self._fail("capture", 0, f"engine construction: {raised_in(exc)}", exc)
+
+    def _build(self, factory: EngineFactory, weights: Any, backend: Any, faults: Sequence[str]) -> None:
+        """The float calibration, then both engines built and captured (a failure there is the finding)."""
+        scenario = self.scenario
+        if tolerance_for(scenario.config.model) is not None:  # a float model: its band is measured
+            cal = call(
+                "the float calibration", calibration_for, factory, backend, scenario.config, self.capabilities.fit
+            )
+            self._calibration, self._tolerance = cal, cal.tolerance()
+            self._drift = DriftWatch(cal.drift_level, DRIFT_STEPS, cal.band)
         where = "eager engine construction"
         try:
             with self._phase("setup_eager"):
@@ -212,7 +239,7 @@ class Lockstep:
             where = "graph engine construction and capture"
             with self._phase("setup_graph"):
                 self.graph = self._engine(factory, weights, backend, faults, use_graphs=True)
-        except EngineSpecError:
+        except (EngineSpecError, EngineAborted, EngineHung):
             self._broken.update(("eager", "graph"))
             raise
         except Exception as exc:
@@ -230,7 +257,7 @@ class Lockstep:
             for engine in (self.eager, self.graph):
                 if not callable(getattr(engine, "model_report", None)):
                     raise OracleError(
-                        f"{type(engine).__name__} has no model_report(): the model-agnostic oracle and the float "
+                        f"{engine_type(engine)} has no model_report(): the model-agnostic oracle and the float "
                         "tolerance need each step's model scores (docs/adapters.md, 'Engines that run their own model')"
                     )
         self.outcome.runner = self.graph.runner.name if self.graph.runner is not None else "none"
@@ -248,7 +275,9 @@ class Lockstep:
             engine = self._pool.take(key)
             if engine is not None:
                 return engine
-        engine = factory(config, weights, device=backend, use_graphs=use_graphs, faults=faults)
+        engine = build_guarded(
+            self._engine_label, factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults
+        )
         require_adapter(engine, self._engine_label)
         return engine
 
@@ -263,12 +292,21 @@ class Lockstep:
     # ------------------------------------------------------------------ running
     def run(self) -> CheckOutcome:
         started = time.perf_counter()
-        if self.graph is not None:
-            for t in range(self.scenario.num_steps):
-                if not self.step(t):
-                    break
-            else:
-                self._drain()
+        try:
+            self._steps()
+        except EngineAborted as aborted:
+            self._broken.update(("eager", "graph"))
+            self._aborted(self._t, aborted)
+        except EngineHung as hung:
+            self._broken.update(("eager", "graph"))
+            self._hung(self._t, hung)
+        except Exception as exc:  # an engine member the checks read raised (memory_bytes, state_snapshot, ...)
+            if raised_in(exc) is None:
+                raise  # graphcheck's own bug: its traceback is the report
+            self._broken.update(("eager", "graph"))
+            if is_out_of_memory(exc):
+                raise _out_of_memory(self._estimate, f"step {self._t} ({raised_in(exc)})", exc) from exc
+            self._fail("crash", self._t, raised_in(exc) or "engine", exc)
         self.outcome.elapsed_s = time.perf_counter() - started
         if self._calibration is not None:
             self.outcome.numeric = NumericTrace(self._calibration, tuple(self._drift.trace))
@@ -279,6 +317,14 @@ class Lockstep:
             self.timings.steps += self.outcome.steps_run
             self.timings.runs += 1
         return self.outcome
+
+    def _steps(self) -> None:
+        if self.graph is None:
+            return
+        for t in range(self.scenario.num_steps):
+            if not self.step(t):
+                return
+        self._drain()
 
     def _drain(self) -> None:
         """A pipelined engine (``graphcheck.adapter.Pipelined``) still has batches in flight after the
@@ -299,6 +345,7 @@ class Lockstep:
         freed input is the finding. The emulator keeps the storage, so the step runs
         and shows what the stale read does.
         """
+        self._t = t
         freed = self._freed_inputs(t)
         if freed:
             self.outcome.divergences.extend(freed)
@@ -314,6 +361,8 @@ class Lockstep:
                     else:
                         apply_events(decoder, self.scenario, t)
                         results[source] = decoder.step(t, overrides)
+            except (EngineAborted, EngineSpecError, EngineHung):  # the run's end, not a crash
+                raise
             except Exception as exc:
                 self._broken.add(source)
                 if is_out_of_memory(exc):  # the machine's limit, not the engine's bug
@@ -328,6 +377,8 @@ class Lockstep:
                         apply_events(decoder, self.scenario, t)
                 schedules = {s: getattr(e.last_step_info, "schedule", None) for s, e in self._engines()}
                 results["reference"] = self.oracle.step(t, overrides, results, self._reports, schedules)
+        except (EngineAborted, EngineSpecError, EngineHung):
+            raise
         except Exception as exc:
             if is_out_of_memory(exc):
                 raise _out_of_memory(self._estimate, f"step {t} of the reference", exc) from exc
@@ -374,6 +425,8 @@ class Lockstep:
         engine = self.eager if source == "eager" else self.graph
         info = engine.last_step_info
         slots = info.slots
+        if info.used_graph:
+            bucket_declared(self._engine_label, info.bucket, engine.graphs)
         audited = info.used_graph or bool(getattr(info, "captured", False))  # a lazy capture: audit its table now
         bindings = bindings_of(engine, info.bucket, self._bindings) if audited else ()
         # Memory is judged on replays only (_memory); both engines are measured there, side by side.
@@ -623,6 +676,24 @@ class Lockstep:
         probe = getattr(self._backend, "device_error", None)
         if not self._emulated and callable(probe):
             self.outcome.device_error = probe()
+
+    def _aborted(self, t: int, aborted: EngineAborted) -> None:
+        """The engine raised what would end graphcheck: the run's engine error, reported as a crash at ``t``."""
+        self.outcome.engine_error = f"{aborted.error} in {aborted.where}"
+        if self.outcome.raised_at is None:
+            self.outcome.raised_at = engine_frame(aborted.original)
+        self.outcome.divergences.append(
+            Divergence("crash", t, aborted.where, "engine", None, aborted.error, detail=aborted.detail)
+        )
+
+    def _hung(self, t: int, hung: EngineHung) -> None:
+        """A call into the engine ran past the hang limit: a ``hang`` finding at ``t`` (its engines dropped)."""
+        self.outcome.hung = str(hung)
+        self.outcome.divergences.append(
+            Divergence(
+                "hang", t, hung.where, "engine", f"done within {hung.limit_s:g} s", "still running", detail=str(hung)
+            )
+        )
 
 
 #: Exception type names (anywhere in the MRO) that are allocation failures: torch.OutOfMemoryError

@@ -119,7 +119,7 @@ def estimate(factory: Any, config: EngineConfig, requests: Sequence[RequestSpec]
     member = getattr(factory, "memory_estimate", None)
     if member is None:
         return None
-    engines = member(config, tuple(requests))
+    engines = _engines_estimate(factory, member, config, requests)
     held, transient = reference_memory(config, requests)
     return dataclasses.replace(engines, working_set=max(engines.working_set, transient), reference=held)
 
@@ -189,6 +189,29 @@ def check_limit_usable(factory: Any, prepare: Callable[[Scenario], Scenario], li
         f"config at its least), so no scenario could run; raise it (the default is "
         f"{format_bytes(DEFAULT_MAX_ENGINE_BYTES)}) or set it to none"
     )
+
+
+def _engines_estimate(factory: Any, member: Any, config: EngineConfig, requests: Sequence[RequestSpec]) -> Any:
+    """``member(config, requests)`` through the engine boundary; anything but a MemoryEstimate breaks the protocol."""
+    from graphcheck.check.boundary import EngineAborted, call
+    from graphcheck.check.engines import EngineSpecError
+    from graphcheck.check.promises import shown
+
+    try:
+        found = call("memory_estimate()", member, config, tuple(requests))
+    except EngineAborted:
+        raise
+    except Exception as err:
+        raise EngineSpecError(
+            f"{_engine_label(factory)} broke the engine adapter protocol: memory_estimate() raised "
+            f"{type(err).__name__}: {str(err)[:200]} (docs/adapters.md)"
+        ) from None
+    if not isinstance(found, MemoryEstimate):
+        raise EngineSpecError(
+            f"{_engine_label(factory)} broke the engine adapter protocol: memory_estimate() returned "
+            f"{shown(found)}, expected a graphcheck.memory_estimate.MemoryEstimate (docs/adapters.md)"
+        )
+    return found
 
 
 def _engine_label(factory: Any) -> str:

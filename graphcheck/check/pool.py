@@ -20,6 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from graphcheck.check.watchdog import EngineHung
+from graphcheck.errors import EngineAbortedError
 from graphcheck.scenario import EngineConfig
 
 #: Keys (configurations) kept by default: a fuzzed batch uses one at a time.
@@ -75,6 +77,8 @@ class EnginePool:
             return None
         try:
             engine.reset()
+        except (EngineAbortedError, EngineHung):  # the run's finding (it tried to exit, it hung), not a failed reset
+            raise
         except Exception:
             return None
         self.reused += 1

@@ -140,6 +140,10 @@ class CheckOutcome:
     faults: tuple[str, ...] = ()
     #: Set when an engine exception left the device unusable for this process (see Lockstep._fail).
     device_error: str | None = None
+    #: Set when the engine raised what would end graphcheck (SystemExit, ...): ``graphcheck.check.boundary``.
+    engine_error: str | None = None
+    #: Set when a call into the engine ran past the hang limit (``graphcheck.check.watchdog``): a ``hang``.
+    hung: str | None = None
     #: Where the first failing divergence began (``graphcheck.check.localise``); None until localised.
     localisation: Localisation | None = None
     #: Where a capture or step raised: (function, file, line) of the engine's innermost frame.
@@ -198,6 +202,7 @@ def replay_command_line(
     engine: str = "builtin",
     oracle: str = "auto",
     emulator: str = "kernel",
+    hang_limit: float | None = None,
 ) -> str:
     """``graphcheck replay <scenario.json> --backend B [--emulate] [--emulator ops] [--engine E] [--inject F ...]
     [--oracle O]``, shell-quoted: every setting that changes the verdict (the scenario file carries its model
@@ -213,4 +218,6 @@ def replay_command_line(
         parts += ["--inject", fault]
     if oracle != "auto":
         parts += ["--oracle", oracle]
+    if hang_limit is not None:
+        parts += ["--hang-limit", f"{hang_limit:g}"]
     return shlex.join(parts)

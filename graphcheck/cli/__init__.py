@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
-import threading
 from typing import Iterator, Sequence
 
+from graphcheck.check.boundary import STOP_SIGNALS, EngineAborted, user_stops
+from graphcheck.check.watchdog import HardHang, watching
 from graphcheck.cli import exitcodes
 from graphcheck.cli.parser import build_parser
+from graphcheck.display import one_line
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -49,13 +50,26 @@ def _dispatch(args: argparse.Namespace) -> int:
     return faults_command(args)
 
 
+def _contained(args: argparse.Namespace) -> int:
+    """``_dispatch``, with a last net under the engine boundary: graphcheck raises no SystemExit of its own,
+    so one that gets here came from engine code run outside the lockstep (the catalogue's baseline, say)
+    and must not decide the exit code either."""
+    try:
+        return _dispatch(args)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as err:
+        raise EngineAborted(f"graphcheck {args.command}", err) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with stops_as_interrupts():
             args = build_parser().parse_args(argv)
             args.argv = ["graphcheck", *argv]
-            return _dispatch(args)
+            with watching(hang_limit(args), _hung_outside_python):
+                return _contained(args)
     except BaseException as err:  # the table decides; what it does not list goes on as it came
         ending = exitcodes.exit_for(err)
         if ending is None:
@@ -64,29 +78,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ending.code
 
 
-#: Signals that stop a run as Ctrl-C does: a time limit's SIGTERM (``timeout``, Kubernetes, CI
-#: runners) and a closed terminal's SIGHUP.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+def hang_limit(args: argparse.Namespace) -> float:
+    """``--hang-limit``, else $GRAPHCHECK_HANG_LIMIT, else the default, in seconds (inf: unbounded)."""
+    import os
+
+    from graphcheck.check.watchdog import HANG_LIMIT_ENV, parse_limit
+    from graphcheck.errors import InputError
+
+    given = getattr(args, "hang_limit", None)
+    text = given if given is not None else os.environ.get(HANG_LIMIT_ENV)
+    try:
+        return parse_limit(text)
+    except ValueError as err:
+        raise InputError(f"--hang-limit: {err}") from None
+
+
+def _hung_outside_python(hang: HardHang) -> int:
+    """The last word of a process whose engine hung where no Python code runs (the watchdog's hard path)."""
+    sys.stdout.write(
+        f"\nHANG the engine's {one_line(hang.where)} was still running after {hang.limit_s:g} s (--hang-limit) "
+        "and could not be interrupted (stuck outside Python): graphcheck ends here; the scenario it was "
+        "running is on disk (pending-scenario.json)\n"
+    )
+    sys.stdout.flush()
+    return exitcodes.DIVERGENCE
 
 
 @contextlib.contextmanager
 def stops_as_interrupts() -> Iterator[None]:
-    """While the body runs, SIGTERM and SIGHUP raise KeyboardInterrupt as SIGINT does, so a run
-    stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C
-    does. Handlers are installed only from the main thread (Python allows no other)."""
-    if threading.current_thread() is not threading.main_thread():
+    """While the body runs, SIGINT, SIGTERM and SIGHUP raise StopRequested (a KeyboardInterrupt), so a run
+    stopped by a time limit writes what it found into its report and exits ``INTERRUPTED``, as Ctrl-C does."""
+    with user_stops(STOP_SIGNALS):
         yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 __all__ = ["main"]

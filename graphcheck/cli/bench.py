@@ -8,9 +8,11 @@ from pathlib import Path
 
 from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import resolve_engine
+from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import claim_run_dir, make_dir
 from graphcheck.cli.console import make_console
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 
 
@@ -43,6 +45,7 @@ def bench_command(args: argparse.Namespace) -> int:
     baseline = read_baseline(Path(args.baseline)) if args.baseline and checkout is None else None
     backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
     engine = resolve_engine(args.engine)  # a bad SPEC is exit 2 here, not a failure inside every benchmark
+    check_honoured(engine.spec, engine.capabilities, None, backend)
     if args.out:
         run_id, out_dir = new_run_id(), Path(args.out)
         make_dir(out_dir, "folder")
@@ -79,7 +82,7 @@ def bench_command(args: argparse.Namespace) -> int:
         summary.baseline, summary.baseline_source = baseline
     extra = {
         "run_id": run_id,
-        "command": " ".join(args.argv),
+        "command": redacted(" ".join(args.argv)),
         "quick": bool(args.quick),
         "engine": engine.spec,
         "elapsed_s": time.perf_counter() - started,

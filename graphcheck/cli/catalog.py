@@ -16,9 +16,11 @@ from typing import Any
 
 from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import EngineChoice, resolve_engine
+from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import check_faults, check_setup, make_dir
 from graphcheck.cli.console import make_console
+from graphcheck.display import redacted
 from graphcheck.errors import InputError
 
 #: the most seeds ``--seeds`` takes
@@ -33,6 +35,7 @@ def catalog_command(args: argparse.Namespace) -> int:
     if not names:
         raise InputError(f"engine {engine.spec} declares no injectable faults: there is nothing to catalog")
     backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
+    check_honoured(engine.spec, engine.capabilities, check_setup(args), backend)
     out_dir = Path(args.report_dir) / "catalog"
     make_dir(out_dir, "report folder")
     if args.seeds is not None:
@@ -79,7 +82,7 @@ def _info(args: argparse.Namespace) -> Any:
     from graphcheck.report.catalog_model import CatalogInfo
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return CatalogInfo(" ".join(args.argv), started, bool(args.emulate), graphcheck_version(), args.emulator)
+    return CatalogInfo(redacted(" ".join(args.argv)), started, bool(args.emulate), graphcheck_version(), args.emulator)
 
 
 def _budget_catalog(

@@ -222,11 +222,25 @@ def publish_github(
     )
 
 
-def report_unwritten(out_dir: Path, err: OSError) -> str:
+@dataclasses.dataclass(frozen=True)
+class Unwritten:
+    """A report a full disk (or a folder gone read-only) stopped: the error, and the files written whole
+    before it (every report file is written whole or not at all: ``graphcheck.report.files``)."""
+
+    error: OSError
+    written: tuple[Path, ...] = ()
+
+
+def report_unwritten(out_dir: Path, unwritten: Unwritten | OSError) -> str:
     """The line that says the verdict above stands but its report could not be written (exit
-    ``REPORT_UNWRITTEN``, never the code of a divergence)."""
+    ``REPORT_UNWRITTEN``, never the code of a divergence), naming the files that were written whole."""
+    if isinstance(unwritten, OSError):
+        unwritten = Unwritten(unwritten)
+    err = unwritten.error
     reason = err.strerror or str(err) or type(err).__name__
-    return f"report: NOT WRITTEN in {out_dir} ({reason}); the verdict above stands, its files are missing"
+    names = [p.name if p.parent == out_dir else str(p) for p in unwritten.written]
+    written = f"only {', '.join(names)} written whole" if names else "no report file was written"
+    return f"report: NOT WRITTEN in {out_dir} ({reason}); the verdict above stands; {written}, the rest is missing"
 
 
 __all__ = [
@@ -236,6 +250,7 @@ __all__ = [
     "claim_run_dir",
     "make_dir",
     "open_database",
+    "Unwritten",
     "report_unwritten",
     "pick_suites",
     "publish_github",

@@ -41,6 +41,8 @@ def outcome_line(outcome: CheckOutcome) -> str:
     if outcome.clean:
         extra = f", {len(outcome.ambiguous)} ambiguous" if outcome.ambiguous else ""
         return f"[green]clean[/] {name}: {outcome.steps_run} steps on {outcome.backend}/{outcome.runner}{extra}"
+    if outcome.engine_error is not None:
+        return f"[red]engine aborted[/] {name}: {plain(outcome.engine_error)} (engine code may not end graphcheck)"
     return f"[red]divergence[/] {name}: {plain(outcome.first.headline())}"
 
 

@@ -8,13 +8,14 @@ along the class's MRO so that a subclass takes its nearest listed base's entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Iterable, Mapping
 
 from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.display import one_line
 from graphcheck.errors import (
     BackendUnavailableError,
     DivergenceError,
+    EngineAbortedError,
     EngineError,
     GraphcheckError,
     InputError,
@@ -29,7 +30,33 @@ USAGE = 2  #: bad command line or bad input (a malformed scenario file, say)
 BACKEND_UNAVAILABLE = 3  #: the backend's framework or device is missing
 INCOMPLETE = 4  #: graphcheck could not finish the run itself (its workers failed); not a finding
 REPORT_UNWRITTEN = 5  #: the verdict was printed, but its report could not be written (a full disk)
+ENGINE_ABORTED = 6  #: the engine raised what would end graphcheck (SystemExit, its own KeyboardInterrupt, ...)
 INTERRUPTED = 130  #: stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; what was found so far is in the report
+
+#: Every code any command can return, with what it means: ``graphcheck --help`` prints it, README's table matches it.
+MEANINGS: tuple[tuple[int, str], ...] = (
+    (CLEAN, "clean"),
+    (DIVERGENCE, "divergence, a hang past --hang-limit included (also an engine that diverged once and not again)"),
+    (
+        USAGE,
+        "usage error or bad input (a malformed scenario, an engine that breaks the adapter protocol), "
+        "or an allocation failure",
+    ),
+    (BACKEND_UNAVAILABLE, "backend unavailable"),
+    (INCOMPLETE, "graphcheck could not finish the run itself (its workers failed); not a finding"),
+    (REPORT_UNWRITTEN, "the verdict was printed but the report could not be written (a full disk)"),
+    (
+        ENGINE_ABORTED,
+        "engine aborted: engine code raised SystemExit, a KeyboardInterrupt of its own or another "
+        "BaseException (report written, scenario kept)",
+    ),
+    (INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, SIGHUP); the report of what was found so far is written"),
+)
+
+
+def help_text() -> str:
+    """The exit-code table as ``graphcheck --help`` ends with it."""
+    return "exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in MEANINGS)
 
 
 @dataclass(frozen=True)
@@ -60,9 +87,18 @@ EXITS: Mapping[type[BaseException], Exit | None] = {
     BackendUnavailableError: Exit(BACKEND_UNAVAILABLE, "backend unavailable: {error}"),
     DivergenceError: Exit(DIVERGENCE, "{error}"),
     RunError: Exit(INCOMPLETE, "could not finish the run: {error}"),
+    EngineAbortedError: Exit(ENGINE_ABORTED, "engine aborted: {error}"),
     EngineError: None,
     KeyboardInterrupt: Exit(INTERRUPTED, "interrupted"),
 }
+
+
+def verdict(outcomes: Iterable[Any]) -> int:
+    """The code of a run's outcomes (``CheckOutcome``): an engine that aborted first, then any divergence."""
+    outcomes = list(outcomes)
+    if any(o.engine_error is not None for o in outcomes):
+        return ENGINE_ABORTED
+    return DIVERGENCE if any(not o.clean for o in outcomes) else CLEAN
 
 
 def exit_for(error: BaseException | type[BaseException]) -> Exit | None:

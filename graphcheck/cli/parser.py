@@ -13,6 +13,7 @@ import argparse
 from typing import Any, Sequence
 
 from graphcheck.backends.devices import BACKENDS, EMULATORS
+from graphcheck.cli import exitcodes
 from graphcheck.errors import InputError
 
 PROFILES = ("dev", "ci", "thorough")
@@ -59,6 +60,13 @@ def backend_options() -> argparse.ArgumentParser:
         "(records every torch op, as a CUDA capture records kernels); replay of a report folder: the recorded one",
     )
     _engine_option(parent)
+    parent.add_argument(
+        "--hang-limit",
+        default=None,
+        metavar="SECONDS",
+        help="the longest one call into the engine (build, capture, step, reset) may take before it is a hang "
+        "finding (default $GRAPHCHECK_HANG_LIMIT, else 300; none: unbounded)",
+    )
     return parent
 
 
@@ -133,12 +141,18 @@ Re-run one scenario in lockstep (eager, graph replay, reference) and write a rep
                                   recorded in its divergences.json; an option given here overrides
                                   its recorded value
 
-Exit codes: 0 clean, 1 divergence, 2 bad input, 3 backend unavailable.
+Exit codes: as `graphcheck --help` lists them (0 clean, 1 divergence, 2 bad input, 3 backend
+unavailable, 5 report unwritten, 6 engine aborted, 130 interrupted).
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="graphcheck", description="Find graph-capture bugs in MTP speculative decoding engines.")
+    parser = _Parser(
+        prog="graphcheck",
+        description="Find graph-capture bugs in MTP speculative decoding engines.",
+        epilog=exitcodes.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     backend = backend_options()
     setup = setup_options()

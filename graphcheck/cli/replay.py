@@ -16,6 +16,7 @@ from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
+    Unwritten,
     check_faults,
     check_writable_file,
     claim_run_dir,
@@ -24,14 +25,18 @@ from graphcheck.cli.common import (
     write_reports,
 )
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
+from graphcheck.cli.import_path import drop_folder
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
+from graphcheck.report.files import ledger
 from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
 
 
 def replay_command(args: argparse.Namespace) -> int:
     target = replay_target(args)
+    if target.recorded_in is not None:  # a downloaded report never imports a module shipped in it
+        drop_folder(target.scenario_path.parent)
     engine_memory_limit()
     setup = CheckSetup.parse(getattr(args, "model", None), getattr(args, "contract", None), target.oracle)
     engine = resolve_engine(target.engine)
@@ -60,13 +65,14 @@ def replay_command(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
         outcome = checker.run(scenario, localise=True)
-        (out_dir / "pending-scenario.json").unlink(missing_ok=True)
-        try:
-            paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
-        except OSError as err:  # a full disk: the verdict still stands
-            paths, info, unwritten = None, None, err
-        else:
-            unwritten = None
+        if outcome.engine_error is None:  # an engine that tried to exit: its scenario stays on disk
+            (out_dir / "pending-scenario.json").unlink(missing_ok=True)
+        unwritten: Unwritten | None = None
+        with ledger() as written:
+            try:
+                paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+            except OSError as err:  # a full disk: the verdict still stands
+                paths, info, unwritten = None, None, Unwritten(err, tuple(written))
         console.print(outcome_line(outcome))
         where = where_line(outcome)
         if where is not None:
@@ -77,7 +83,7 @@ def replay_command(args: argparse.Namespace) -> int:
         console.print(f"report: {paths.index_html}", markup=False)
     if publish:
         publish_github(args, [outcome], (), paths, info)
-    return exitcodes.CLEAN if outcome.clean else exitcodes.DIVERGENCE
+    return exitcodes.verdict([outcome])
 
 
 __all__ = ["replay_command"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from graphcheck import github
 from graphcheck.backends.devices import resolve
@@ -20,9 +21,11 @@ from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
+from graphcheck.check.watchdog import HardHang, on_hard_hang
 from graphcheck.cli import exitcodes
 from graphcheck.cli.common import (
     RunPlan,
+    Unwritten,
     check_faults,
     check_setup,
     check_writable_file,
@@ -35,7 +38,9 @@ from graphcheck.cli.common import (
 )
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
+from graphcheck.display import one_line
 from graphcheck.errors import InputError
+from graphcheck.report.files import ledger, write_atomic
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
@@ -105,30 +110,34 @@ def run_command(args: argparse.Namespace) -> int:
     with github.commands_stopped(publish):
         _print_header(console, plan)
         try:
-            outcomes, fuzzed = _run_suites(args, plan, console, pending)
+            with on_hard_hang(_hang_report(plan, pending)):
+                outcomes, fuzzed = _run_suites(args, plan, console, pending)
         except RunInterrupted as stop:
             outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
-        pending.unlink(missing_ok=True)
+        # A stopped run keeps the scenario it was on, as does an engine that tried to exit.
+        if not interrupted and all(o.engine_error is None for o in outcomes):
+            pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
         situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
         paths, info, unwritten = None, None, None
-        try:
-            write_fuzz_summary(
-                plan.out_dir / "fuzz.json",
-                fuzzed,
-                involved=involved,
-                seed=plan.seed,
-                jobs=plan.jobs,
-                database=plan.database.describe(),
-                interrupted=interrupted,
-                engine=plan.engine.spec,
-                skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
-            )
-            if outcomes:
-                paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
-        except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
-            unwritten = err
+        with ledger() as written:
+            try:
+                write_fuzz_summary(
+                    plan.out_dir / "fuzz.json",
+                    fuzzed,
+                    involved=involved,
+                    seed=plan.seed,
+                    jobs=plan.jobs,
+                    database=plan.database.describe(),
+                    interrupted=interrupted,
+                    engine=plan.engine.spec,
+                    skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
+                )
+                if outcomes:
+                    paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
+            except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
+                unwritten = Unwritten(err, tuple(written))
         if outcomes:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
@@ -140,7 +149,26 @@ def run_command(args: argparse.Namespace) -> int:
         return exitcodes.REPORT_UNWRITTEN
     if interrupted:
         return exitcodes.INTERRUPTED
-    return exitcodes.DIVERGENCE if any(not o.clean for o in outcomes) else exitcodes.CLEAN
+    return exitcodes.verdict(outcomes)
+
+
+def _hang_report(plan: RunPlan, pending: Path) -> Callable[[HardHang], int]:
+    """What the watchdog does when the engine hangs where Python cannot interrupt it (a C++ op): keep the
+    scenario as the report's scenario.json, print the verdict and the replay command; exit DIVERGENCE."""
+
+    def report(hang: HardHang) -> int:
+        kept = plan.out_dir / "scenario.json"
+        if pending.is_file():
+            write_atomic(kept, pending.read_text(encoding="utf-8"))
+        sys.stdout.write(
+            f"\nHANG the engine's {one_line(hang.where)} was still running after {hang.limit_s:g} s (--hang-limit) "
+            f"and could not be interrupted (stuck outside Python): the scenario is kept in {pending} and {kept}\n"
+            f"replay: {plan.checker.replay_command(str(kept))}\n"
+        )
+        sys.stdout.flush()
+        return exitcodes.DIVERGENCE
+
+    return report
 
 
 def _print_header(console: Any, plan: RunPlan) -> None:
@@ -169,7 +197,7 @@ def _print_verdict(
     elapsed: float,
     paths: Any,
     interrupted: bool,
-    unwritten: OSError | None = None,
+    unwritten: Unwritten | None = None,
 ) -> None:
     first = next((o for o in outcomes if not o.clean), None)
     examples = sum(r.examples for r in fuzzed)
@@ -177,8 +205,16 @@ def _print_verdict(
         found = (
             f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
         )
+        pending = plan.out_dir / "pending-scenario.json"
+        if pending.is_file():
+            found += f"; the scenario it was running is kept in {plain(pending)}"
         console.print(
             f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}"
+        )
+    elif first is not None and first.engine_error is not None:
+        console.print(
+            f"[bold red]ENGINE ABORTED[/] {plain(first.engine_error)}: engine code may not end graphcheck "
+            "(not a divergence; the scenario is kept)"
         )
     elif first is not None and first.first is not None:
         console.print(f"[bold red]DIVERGENCE[/] {plain(first.first.headline())}")
@@ -264,6 +300,18 @@ def _run_in_process(
 
 
 def _print_device_lost(console: Any, outcome: CheckOutcome) -> None:
+    if outcome.hung is not None:
+        console.print(
+            f"[bold red]hang[/] {plain(outcome.hung)}: the run stops at that scenario, unshrunk (every shrink "
+            "attempt would wait as long again); it is kept in the report"
+        )
+        return
+    if outcome.engine_error is not None:
+        console.print(
+            f"[bold red]engine aborted[/] {plain(outcome.engine_error)}: engine code may not end graphcheck, so "
+            "the run stops at that scenario, unshrunk (kept in the report)"
+        )
+        return
     console.print(
         f"[bold red]device lost[/] {plain(outcome.device_error)}: the engine's failure "
         "poisoned the device for this process, so the scenario is reported unshrunk and the run "

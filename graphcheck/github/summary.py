@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome, Localisation
+from graphcheck.display import shown
 from graphcheck.github.model import FinishedRun
 from graphcheck.github.workflow import repo_relative
 from graphcheck.report.fmt import clip, show
@@ -245,4 +246,6 @@ def render_summary(run: FinishedRun, *, max_bytes: int = SUMMARY_LIMIT_BYTES - 1
     head, tail = _head(run), _tail(run)
     budget = max_bytes - len(utf8(head)) - len(utf8(tail))
     text = head + _table(run, budget, top) + tail
-    return fit_utf8(text, max_bytes)
+    # Names, messages and scenario text are an engine's or a file's: no bidi control or other hidden
+    # code point reaches the summary raw (each shown as a visible escape); line breaks are the summary's own.
+    return fit_utf8(shown(text, keep="\n"), max_bytes)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
@@ -29,6 +29,9 @@ from graphcheck.check.noise import NumericTally
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
+from graphcheck.check.watchdog import DEFAULT_HANG_LIMIT_S, HardHang, watching
+from graphcheck.display import redacted
+from graphcheck.report.files import write_atomic
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending
@@ -62,6 +65,10 @@ class Job:
         return f"{safe[:_KEY_LENGTH]}-{digest}"
 
 
+#: The run's database location (a URL with its credentials), from the parent to the xdist controller.
+DATABASE_ENV = "GRAPHCHECK_JOB_DATABASE"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything a worker needs; sent to each worker as JSON (xdist's ``workerinput``)."""
@@ -77,9 +84,23 @@ class RunSpec:
     setup: dict[str, Any] = dataclasses.field(default_factory=dict)  # CheckSetup.to_dict()
     engine: str = "builtin"  # --engine SPEC; each worker resolves it again
     emulator: str = "kernel"  # --emulator
+    hang_limit: float = DEFAULT_HANG_LIMIT_S  # --hang-limit, seconds (inf: unbounded)
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=1)
+    def to_json(self, *, secret: bool = False) -> str:
+        """As JSON; the database URL's credentials redacted unless ``secret`` (what goes to the workers
+        over xdist's channel, never to disk: ``jobs/spec.json`` is a report file)."""
+        data = dataclasses.asdict(self)
+        if not secret:
+            data["database"]["location"] = redacted(self.database.location)
+        return json.dumps(data, indent=1)
+
+    def with_database(self, environ: Mapping[str, str]) -> RunSpec:
+        """This spec with the database the parent put in ``environ`` (:data:`DATABASE_ENV`), whose
+        credentials ``jobs/spec.json`` does not hold."""
+        location = environ.get(DATABASE_ENV)
+        if not location or self.database.kind == "none":
+            return self
+        return dataclasses.replace(self, database=DatabaseSpec(self.database.kind, location))
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
@@ -104,6 +125,9 @@ class JobResult:
     backend_unavailable: bool = False
     #: ``error`` is the machine's limit (memory: a ResourceError) or a refused input, not an engine failure
     out_of_resources: bool = False
+    #: ``error`` is the engine's, not a finding: "protocol" (it broke the adapter protocol, exit 2) or
+    #: "aborted" (it raised what would end graphcheck outside a lockstep run, exit 6); empty otherwise
+    engine_refused: str = ""
     ambiguous_examples: int = 0  # examples with an ambiguous divergence (FuzzResult.ambiguous_examples)
     coverage: CoverageTally = field(default_factory=CoverageTally)  # FuzzResult.coverage
     numeric: NumericTally = field(default_factory=NumericTally)  # FuzzResult.numeric
@@ -141,9 +165,10 @@ class JobResult:
             "elapsed_s": self.elapsed_s,
             "first_failure_at": self.first_failure_at,
             "headline": failing.first.headline() if failing else None,
-            "error": self.error,
+            "error": redacted(self.error),
             "backend_unavailable": self.backend_unavailable,
             "out_of_resources": self.out_of_resources,
+            "engine_refused": self.engine_refused,
             "ambiguous_examples": self.ambiguous_examples,
             "coverage": self.coverage.to_dict(),
             "numeric": self.numeric.to_dict(),
@@ -164,6 +189,7 @@ class JobResult:
             data["error"],
             data["backend_unavailable"],
             data.get("out_of_resources", False),
+            data.get("engine_refused", ""),
             data.get("ambiguous_examples", 0),
             CoverageTally.from_dict(data.get("coverage", {})),
             NumericTally.from_dict(data.get("numeric")),
@@ -178,11 +204,28 @@ def pending_path(spec: RunSpec, job: Job) -> Path:
     return folder / f"pending-{job.key}.json"
 
 
+def hang_marker_path(pending: Path) -> Path:
+    """Where a worker whose engine hung outside Python says so, beside the job's pending scenario."""
+    return pending.with_suffix(".hang.json")
+
+
+def _hang_marker(pending: Path) -> Any:
+    """The watchdog's last word in a worker: the hang, beside the pending scenario, for the parent to report."""
+
+    def mark(hang: HardHang) -> int:
+        write_atomic(hang_marker_path(pending), json.dumps({"where": hang.where, "limit_s": hang.limit_s}))
+        return 1
+
+    return mark
+
+
 def run_job(spec: RunSpec, job: Job) -> JobResult:
     """Run ``job`` here (a worker); a crash mid-job leaves its scenario in ``pending_path``."""
     from graphcheck.backends.devices import BackendError, resolve
+    from graphcheck.check.boundary import user_stops
+    from graphcheck.check.engines import EngineSpecError
     from graphcheck.check.memory_gate import MemoryLimitError
-    from graphcheck.errors import InputError, ResourceError
+    from graphcheck.errors import EngineAbortedError, InputError, ResourceError
 
     try:
         backend = resolve(spec.backend, emulate=spec.emulate, emulator=spec.emulator)
@@ -197,16 +240,21 @@ def run_job(spec: RunSpec, job: Job) -> JobResult:
     pending = pending_path(spec, job)
     started = time.perf_counter()
     # Workers share the cores: one intra-op thread each (on the CPU) is faster than contending pools.
-    try:
-        with single_threaded(backend):
+    try:  # a worker is stopped by its parent, never by a KeyboardInterrupt of the engine's own
+        with single_threaded(backend), user_stops(), watching(spec.hang_limit, _hang_marker(pending)):
             if job.suite == BUILTIN:
                 result = _run_builtin(spec, job, checker, pending)
             else:
                 result = _run_fuzz(spec, job, checker, pending)
     except (ResourceError, MemoryLimitError) as err:  # the machine's limit (or the memory gate's): no finding
         return JobResult(job, error=str(err), out_of_resources=True)
+    except EngineSpecError as err:  # a broken promise of the adapter protocol: what -j 1 makes of it
+        return JobResult(job, error=str(err), engine_refused="protocol")
+    except EngineAbortedError as err:
+        return JobResult(job, error=str(err), engine_refused="aborted")
     result.elapsed_s = time.perf_counter() - started
-    pending.unlink(missing_ok=True)
+    if all(o.engine_error is None for o in result.outcomes):  # an engine that tried to exit: its scenario stays
+        pending.unlink(missing_ok=True)
     return result
 
 

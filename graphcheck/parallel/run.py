@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -38,14 +39,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphcheck.check.diff import Divergence
+from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.records import CheckOutcome
-from graphcheck.display import one_line
-from graphcheck.errors import BackendUnavailableError, InputError, ResourceError, RunError
+from graphcheck.check.watchdog import WATCHDOG
+from graphcheck.display import one_line, redacted
+from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
-from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec, pending_path
+from graphcheck.parallel.jobs import (
+    BUILTIN,
+    DATABASE_ENV,
+    Job,
+    JobResult,
+    RunSpec,
+    hang_marker_path,
+    pending_path,
+)
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
-from graphcheck.scenario import Scenario
+from graphcheck.report.files import write_atomic
+from graphcheck.scenario import Scenario, read_regular_file
 from graphcheck.search.fuzz import FuzzResult, label_found
 from graphcheck.search.timed_search import scenario_size
 
@@ -188,10 +200,12 @@ def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple
         setup=plan.setup.to_dict(),
         engine=plan.engine.spec,
         emulator=getattr(plan.backend, "emulator", "kernel"),
+        hang_limit=WATCHDOG.limit_s,  # what this process watches with (--hang-limit)
     )
     spec_path = results / "spec.json"
-    spec_path.write_text(spec.to_json(), encoding="utf-8")
+    write_atomic(spec_path, spec.to_json())
     env = _child_env(dict(os.environ))
+    env[DATABASE_ENV] = plan.database.location  # its credentials stay out of jobs/spec.json
     command = pytest_command(
         spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args
     )
@@ -221,6 +235,26 @@ def _run_pytest(
     command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
 ) -> tuple[int, dict[str, JobResult]]:
     """Run pytest, printing each job's line as its result lands; pytest's exit code and the results."""
+    try:
+        return _watch_pytest(command, env, results, spec, console, quiet=quiet)
+    finally:
+        _redact_file(results / "pytest.log")
+
+
+def _redact_file(path: Path) -> None:
+    """``path`` with every URL credential redacted (what a worker printed may quote the database URL)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    clean = redacted(text)
+    if clean != text:
+        write_atomic(path, clean)
+
+
+def _watch_pytest(
+    command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
+) -> tuple[int, dict[str, JobResult]]:
     found: dict[str, JobResult] = {}
     with open(results / "pytest.log", "w", encoding="utf-8") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -285,6 +319,9 @@ def merge_results(
     exhausted = [found[job.id] for job in spec.jobs if job.id in found and found[job.id].out_of_resources]
     if exhausted and not allow_empty:
         raise WorkerOutOfResources(f"job {exhausted[0].job.id!r}: {exhausted[0].error}")
+    refused = next((found[j.id] for j in spec.jobs if j.id in found and found[j.id].engine_refused), None)
+    if refused is not None:  # the engine's doing, not a finding: what -j 1 raises
+        raise (EngineSpecError if refused.engine_refused == "protocol" else EngineAbortedError)(refused.error)
     results = [
         _with_crash(found[job.id], spec) if found[job.id].error else found[job.id]
         for job in spec.jobs
@@ -344,4 +381,19 @@ def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
         detail=result.error,
     )
     outcome = CheckOutcome(scenario, spec.backend, "none", divergences=[crash], faults=spec.faults)
+    hang = _hang_of(hang_marker_path(pending))
+    if hang is not None:  # the worker's watchdog ended it: a hang the engine could not be interrupted in
+        outcome.divergences = [hang]
+        outcome.hung = hang.detail
     return dataclasses.replace(result, outcomes=[outcome])
+
+
+def _hang_of(marker: Path) -> Divergence | None:
+    """The hang a worker's watchdog recorded in ``marker`` before it ended the worker, if any."""
+    try:
+        data = json.loads(read_regular_file(marker))
+        where, limit = str(data["where"]), float(data["limit_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    detail = f"the engine's {where} was still running after {limit:g} s (--hang-limit); the worker was ended"
+    return Divergence("hang", 0, where, "engine", f"done within {limit:g} s", "still running", detail=detail)

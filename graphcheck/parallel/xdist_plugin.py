@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
         text = Path(config.getoption("graphcheck_spec")).read_text(encoding="utf-8")
     else:
         return
-    spec = RunSpec.from_json(text)
+    spec = RunSpec.from_json(text).with_database(os.environ)
     config.stash[SPEC_KEY] = spec
     if workerinput is None:
         config.pluginmanager.register(_ResultWriter(Path(spec.results_dir), spec), "graphcheck-result-writer")
@@ -55,7 +55,7 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller: every worker gets the spec with its other start-up data."""
     spec = node.config.stash.get(SPEC_KEY, None)
     if spec is not None:
-        node.workerinput["graphcheck_spec"] = spec.to_json()
+        node.workerinput["graphcheck_spec"] = spec.to_json(secret=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

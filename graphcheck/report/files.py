@@ -11,12 +11,30 @@ written to a temporary file in the same folder and moved over the target with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Iterator
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: The files written whole inside the innermost :func:`ledger`; None outside one.
+_WRITTEN: ContextVar[list[Path] | None] = ContextVar("graphcheck_written", default=None)
+
+
+@contextlib.contextmanager
+def ledger() -> Iterator[list[Path]]:
+    """The list of files :func:`write_atomic` completes while the body runs, in order (what a verdict
+    line names when a full disk stopped the rest)."""
+    written: list[Path] = []
+    token = _WRITTEN.set(written)
+    try:
+        yield written
+    finally:
+        _WRITTEN.reset(token)
 
 
 def safe_text(text: str) -> str:
@@ -54,6 +72,7 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
         if not (path.is_file() and os.access(path, os.W_OK)):
             raise
         path.write_bytes(payload)
+        _record(path)
         return path
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -64,7 +83,14 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _record(path)
     return path
 
 
-__all__ = ["encode", "safe_text", "write_atomic"]
+def _record(path: Path) -> None:
+    written = _WRITTEN.get()
+    if written is not None:
+        written.append(path)
+
+
+__all__ = ["encode", "ledger", "safe_text", "write_atomic"]

@@ -35,7 +35,14 @@ TEMPLATE = "index.html.j2"
 REPORT_FILES = ("index.html", "divergences.json", "scenario.json", "junit.xml")
 
 #: ``SuiteRun.shrink`` -> the pill's css class.
-SHRINK_CSS = {"-": "", "shrunk": "ok", "unshrunk: device lost": "bad", "interrupted": "amb"}
+SHRINK_CSS = {
+    "-": "",
+    "shrunk": "ok",
+    "unshrunk: device lost": "bad",
+    "unshrunk: engine aborted": "bad",
+    "unshrunk: engine hung": "bad",
+    "interrupted": "amb",
+}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from graphcheck.check.records import CheckOutcome
+from graphcheck.display import shown
 from graphcheck.report.files import safe_text, write_atomic
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 
@@ -29,8 +30,9 @@ MAX_LISTED = 200
 
 
 def xml_text(text: str) -> str:
-    """``text`` without the characters XML cannot carry (ElementTree escapes the rest)."""
-    return _NOT_XML.sub("\ufffd", safe_text(str(text)))
+    """``text`` without the characters XML cannot carry (ElementTree escapes the rest), and with every
+    other hidden code point (a bidi control, say) as a visible escape: a CI's test view shows it raw."""
+    return _NOT_XML.sub("\ufffd", shown(safe_text(str(text)), keep="\n\t"))
 
 
 def case_name(outcome: CheckOutcome, index: int) -> str:

@@ -37,6 +37,7 @@ TITLES: dict[str, tuple[str, str]] = {
     "memory": ("Memory", "Memory held by the engine and its graphs grew across replays after warmup."),
     "crash": ("Crash", "The engine raised, or its worker died."),
     "capture": ("Capture", "Capturing a graph failed, for example on a host sync inside the captured region."),
+    "hang": ("Hang", "A call into the engine (build, capture, step, reset) ran past --hang-limit seconds."),
 }
 
 
@@ -331,7 +332,7 @@ def kind_section(outcome: CheckOutcome, kind: str, divs: list[Divergence]) -> Ki
         section.tokens = token_seqs(outcome, divs)
     elif kind == "memory":
         section.memory = memory_table(outcome, divs)
-    elif kind in ("crash", "capture"):
+    elif kind in ("crash", "capture", "hang"):
         section.tracebacks = tracebacks(divs)
     return section
 

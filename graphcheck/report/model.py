@@ -34,6 +34,8 @@ SHRINK_STATES: dict[str, str] = {
     "-": "nothing found, nothing to shrink",
     "shrunk": "shrunk to a minimal scenario",
     "unshrunk: device lost": "the engine's failure poisoned the device, so the scenario is reported as found",
+    "unshrunk: engine aborted": "the engine raised what would end graphcheck (SystemExit, ...), so it is not run again",
+    "unshrunk: engine hung": "a call into the engine ran past --hang-limit; every shrink attempt would cost that again",
     "interrupted": "Ctrl-C came while shrinking: the scenario is the smallest seen so far",
 }
 

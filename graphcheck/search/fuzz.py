@@ -41,7 +41,8 @@ from graphcheck.check.pool import EnginePool
 from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_reached
 from graphcheck.display import one_line
-from graphcheck.errors import DivergenceError, InputError
+from graphcheck.errors import DivergenceError, EngineAbortedError, InputError
+from graphcheck.report.files import write_atomic
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
@@ -145,20 +146,21 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
         "situations_missing": tally.missing(),
         "situations_missing_on_replay": tally.missing_on_replay(),
     }
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(summary, indent=2) + "\n")  # whole or not at all (a full disk)
 
 
 class DeviceLost(BaseException):
-    """A check left the device unusable (``CheckOutcome.device_error``): stop searching.
+    """A check left the device unusable (``CheckOutcome.device_error``), or the engine tried to end the
+    process (``CheckOutcome.engine_error``): stop searching.
 
     Every later check in this process would fail with the same sticky error, so
-    shrinking would "succeed" on anything. A BaseException, so Hypothesis does
-    not take it for a test failure and shrink it; the search ends with the
-    outcome as it is, unshrunk.
+    shrinking would "succeed" on anything; an engine that exits is not run again. A
+    BaseException, so Hypothesis does not take it for a test failure and shrink it;
+    the search ends with the outcome as it is, unshrunk.
     """
 
     def __init__(self, outcome: CheckOutcome) -> None:
-        super().__init__(outcome.device_error)
+        super().__init__(outcome.device_error or outcome.engine_error or outcome.hung)
         self.outcome = outcome
 
 
@@ -168,9 +170,14 @@ def scenario_size(scenario: Scenario) -> tuple[int, int]:
 
 
 def shrink_state(outcome: CheckOutcome, *, interrupted: bool = False) -> str:
-    """How far a found scenario was shrunk: ``unshrunk: device lost``, ``interrupted`` (Ctrl-C) or ``shrunk``."""
+    """How far a found scenario was shrunk: ``unshrunk: device lost``, ``unshrunk: engine aborted``,
+    ``interrupted`` (Ctrl-C) or ``shrunk``."""
     if outcome.device_error is not None:
         return "unshrunk: device lost"
+    if outcome.engine_error is not None:
+        return "unshrunk: engine aborted"
+    if outcome.hung is not None:
+        return "unshrunk: engine hung"
     return "interrupted" if interrupted else "shrunk"
 
 
@@ -178,9 +185,9 @@ def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False)
     """Name the scenario a search of ``suite`` found: ``SUITE/shrunk``, ``SUITE/unshrunk: device lost``
     or ``SUITE/interrupted`` (Ctrl-C; the smallest seen so far).
 
-    Returns whether the device was lost (the search stopped there, unshrunk).
+    Returns whether the search stopped there, unshrunk (the device lost, or the engine aborted).
     """
-    lost = outcome.device_error is not None
+    lost = outcome.device_error is not None or outcome.engine_error is not None or outcome.hung is not None
     label = shrink_state(outcome, interrupted=interrupted)
     outcome.scenario = dataclasses.replace(outcome.scenario, name=f"{suite}/{label}")
     return lost
@@ -213,7 +220,7 @@ _PENDING_WARNED: list[Path] = []  # the first pending file that could not be wri
 
 
 #: Errors a lockstep run raises that are not findings: the machine's limit, the memory gate's refusal, an engine nothing can check.
-NOT_FINDINGS = (EngineOutOfMemory, MemoryLimitError, EngineSpecError)
+NOT_FINDINGS = (EngineOutOfMemory, MemoryLimitError, EngineSpecError, EngineAbortedError)
 
 
 class _NotAFinding(BaseException):
@@ -464,7 +471,7 @@ class _Search:
             self.on_example(scenario, outcome)
         if self.on_progress is not None:
             self.on_progress(self.progress())
-        if outcome.device_error:
+        if outcome.device_error or outcome.engine_error or outcome.hung:
             raise DeviceLost(outcome)
         return not outcome.clean
 

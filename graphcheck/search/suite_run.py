@@ -147,6 +147,8 @@ class SuiteRun:
             if self.hooks.on_demo is not None:
                 self.hooks.on_demo(scenario, outcome)
             self.outcomes.append(outcome)
+            if outcome.engine_error is not None or outcome.hung is not None:  # nothing more runs on this engine
+                return
 
 
 __all__ = [

@@ -178,7 +178,7 @@ def timed_search(
                 write_pending(pending_path, scenario)
                 outcome = check(scenario)
                 tracker.after(name, outcome)
-                if outcome.device_error:
+                if outcome.device_error or outcome.engine_error or outcome.hung:
                     raise DeviceLost(outcome)
                 return not outcome.clean
 

@@ -93,6 +93,7 @@ CAPABILITIES = EngineCapabilities(
     naive=True,
     models=("float32", "bfloat16"),
     contracts=("hf-cb",),
+    frameworks=("torch",),
     layout="packed",
     faults=FAULTS,
     graph_api="torch.cuda",

@@ -95,6 +95,7 @@ CAPABILITIES = EngineCapabilities(
     accept_policies=("normal",),
     models=("float32",),
     contracts=("vllm",),
+    frameworks=("torch",),
     layout="packed",
     faults=FAULTS,
     graph_api="torch.cuda",
