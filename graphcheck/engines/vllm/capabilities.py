@@ -59,12 +59,12 @@ FAULTS = (
     Fault(
         "vllm-kv-slots-temporary",
         2,
-        "the attention's KV-cache update reads a per-step copy of the slot mapping, which a graph freezes at "
-        "capture: every replay writes keys and values to the dummy run's slots",
+        "the runner gives the attention layers' KV-cache update a per-step host copy of the slot mapping, which "
+        "a graph freezes at capture: every replay writes keys and values to the capture run's slots",
         "a graph that reads per-step attention metadata frozen at capture (vllm-project/vllm#48261; the "
         "slot_mapping address handling of vllm-project/vllm#34880)",
         "token: eager vs graph",
-        ("do_kv_cache_update", "cpu_attn_reshape_and_cache"),
+        ("runner._get_slot_mappings", "cpu_attn_reshape_and_cache"),
     ),
     Fault(
         "vllm-drafter-positions-temporary",
