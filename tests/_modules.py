@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The checkout's top-level folders that are graphcheck.reference, graphcheck.backends and graphcheck.suites.
 MAPPED = ("reference", "backends", "suites")
 #: Optional frameworks and extras: a module that cannot import without one that is missing is skipped.
-OPTIONAL = frozenset({"torch", "paddle", "torch_npu", "redis", "pytest", "pytest_benchmark", "xdist"})
+OPTIONAL = frozenset({"torch", "paddle", "torch_npu", "redis", "pytest", "pytest_benchmark", "xdist", "vllm"})
 
 
 def module_names() -> list[str]:

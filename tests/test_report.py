@@ -14,8 +14,8 @@ import pytest
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
+from graphcheck.files import write_atomic
 from graphcheck.report import ReportPaths, RunInfo, SuiteRun, default_replay_command, write_junit, write_report
-from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import jsonable
 from graphcheck.scenario import Scenario
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 
 #: The decode-step modes in display order; "graph-<scope>" replays that graph_scope.
 DECODE_MODES = ("eager", "graph-step", "graph-forward_sampling", "graph-forward")

@@ -225,7 +225,7 @@ def publish_github(
 @dataclasses.dataclass(frozen=True)
 class Unwritten:
     """A report a full disk (or a folder gone read-only) stopped: the error, and the files written whole
-    before it (every report file is written whole or not at all: ``graphcheck.report.files``)."""
+    before it (every report file is written whole or not at all: ``graphcheck.files``)."""
 
     error: OSError
     written: tuple[Path, ...] = ()

@@ -28,7 +28,7 @@ from graphcheck.cli.console import make_console, outcome_line, plain, where_line
 from graphcheck.cli.import_path import drop_folder
 from graphcheck.cli.progress import plural
 from graphcheck.cli.replay_target import replay_target
-from graphcheck.report.files import ledger
+from graphcheck.files import ledger
 from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
 

@@ -40,7 +40,7 @@ from graphcheck.cli.console import make_console, plain, situations_table, summar
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.display import one_line
 from graphcheck.errors import InputError
-from graphcheck.report.files import ledger, write_atomic
+from graphcheck.files import ledger, write_atomic
 from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 

@@ -31,7 +31,7 @@ from graphcheck.check.setup import CheckSetup
 from graphcheck.check.situations import CoverageTally
 from graphcheck.check.watchdog import DEFAULT_HANG_LIMIT_S, HardHang, watching
 from graphcheck.display import redacted
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import DatabaseSpec, database_key
 from graphcheck.search.fuzz import FuzzResult, fuzz_suite, write_pending

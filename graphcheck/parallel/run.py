@@ -44,6 +44,7 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.check.watchdog import WATCHDOG
 from graphcheck.display import one_line, redacted
 from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
+from graphcheck.files import write_atomic
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import (
     BUILTIN,
@@ -56,7 +57,6 @@ from graphcheck.parallel.jobs import (
 )
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
-from graphcheck.report.files import write_atomic
 from graphcheck.scenario import Scenario, read_regular_file
 from graphcheck.search.fuzz import FuzzResult, label_found
 from graphcheck.search.timed_search import scenario_size

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 from graphcheck.report.jsonout import write_divergences, write_scenario
 from graphcheck.report.junit import write_junit
 from graphcheck.report.model import (

@@ -20,6 +20,7 @@ from typing import Any
 
 from graphcheck.catalog.baseline import BaselineResult
 from graphcheck.catalog.run import CatalogResult, FaultResult
+from graphcheck.files import write_atomic
 from graphcheck.report.catalog_model import (
     SCENARIO_DIR,
     CatalogInfo,
@@ -30,7 +31,6 @@ from graphcheck.report.catalog_model import (
     scenario_file,
     steps_dict,
 )
-from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import divergence_dict, jsonable
 from graphcheck.search.timed_search import SearchResult
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from graphcheck.catalog.seeds import FaultSeeds, SeedRun, SeedsResult
+from graphcheck.files import write_atomic
 from graphcheck.report.catalog_model import CatalogInfo, CatalogPaths
-from graphcheck.report.files import write_atomic
 from graphcheck.report.jsonout import jsonable
 
 #: 3: ``mode`` "seeds" and the per-seed fields above (a budget catalog stays format 2, without ``mode``).

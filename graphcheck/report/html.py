@@ -13,7 +13,7 @@ import jinja2
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
 from graphcheck.display import shown
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
 from graphcheck.report.localisation import BlobLinks, localisation_view

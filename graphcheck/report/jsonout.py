@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome, Localisation
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 from graphcheck.report.model import RunInfo, SuiteRun, pair_suites
 from graphcheck.scenario import Scenario
 

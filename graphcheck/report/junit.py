@@ -18,7 +18,7 @@ from typing import Sequence
 
 from graphcheck.check.records import CheckOutcome
 from graphcheck.display import shown
-from graphcheck.report.files import safe_text, write_atomic
+from graphcheck.files import safe_text, write_atomic
 from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
 
 #: Characters XML 1.0 does not allow, even escaped (C0 controls bar tab/newline/CR, U+FFFE/F);

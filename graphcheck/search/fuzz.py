@@ -42,7 +42,7 @@ from graphcheck.check.records import CheckOutcome, EngineOutOfMemory
 from graphcheck.check.situations import CoverageTally, merged_coverage, situation_table, situations_reached
 from graphcheck.display import one_line
 from graphcheck.errors import DivergenceError, EngineAbortedError, InputError
-from graphcheck.report.files import write_atomic
+from graphcheck.files import write_atomic
 from graphcheck.scenario import Scenario
 from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections

@@ -13,7 +13,15 @@ from graphcheck.engines.vllm import runtime
 from graphcheck.engines.vllm.engine import Engine
 from graphcheck.errors import BackendUnavailableError
 
-if not runtime.available():  # --engine vllm without vLLM: one line naming how to get it (exit 3)
-    raise BackendUnavailableError(f"--engine vllm needs vLLM, which is not installed here: {runtime.INSTALL_HINT}")
 
-__all__ = ["Engine"]
+class VllmNotInstalled(BackendUnavailableError, ModuleNotFoundError):
+    """``--engine vllm`` where vLLM is not installed: the backend is unavailable (exit 3), and for a walk
+    over graphcheck's modules, a module of a missing optional framework."""
+
+
+if not runtime.available():  # one line naming how to get it
+    raise VllmNotInstalled(
+        f"--engine vllm needs vLLM, which is not installed here: {runtime.INSTALL_HINT}", name="vllm"
+    )
+
+__all__ = ["Engine", "VllmNotInstalled"]
