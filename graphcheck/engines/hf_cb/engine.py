@@ -38,6 +38,7 @@ from graphcheck.engines.hf_cb import faults as cb_faults
 from graphcheck.engines.hf_cb.capabilities import CAPABILITIES, cb_options
 from graphcheck.engines.hf_cb.model import build_model
 from graphcheck.engines.hf_cb.versions import Shim, UnsupportedVersion, installed
+from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.model_report import ModelStep
 from graphcheck.schedule import Schedule, ScheduledRun
 from graphcheck.state import CACHE, BufferState, EngineState
@@ -102,19 +103,6 @@ class KeyGraphs:
     size: tuple[int, ...]
     target: KeyedGraph
     draft: None = None
-
-
-@dataclass(frozen=True)
-class Runner:
-    name: str
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """Packed layout: no slots; ``tokens`` bounds the padded tokens of a step."""
-
-    slots: int
-    tokens: int
 
 
 class Engine:

@@ -33,6 +33,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.engines.vllm import faults as vllm_faults
 from graphcheck.engines.vllm import runtime
 from graphcheck.engines.vllm.capabilities import BLOCK_SIZE, CAPABILITIES, METHODS, capture_tokens, limits, vllm_options
@@ -103,19 +104,6 @@ class KeyGraphs:
     size: int
     target: SegmentedGraph | None
     draft: SegmentedGraph | None = None
-
-
-@dataclass(frozen=True)
-class Runner:
-    name: str
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """Packed layout: no slots; ``tokens`` bounds the padded tokens of a step."""
-
-    slots: int
-    tokens: int
 
 
 @dataclass

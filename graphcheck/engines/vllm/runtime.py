@@ -127,6 +127,16 @@ def _patch_platform() -> None:
     CPUWorker.compile_or_warm_up_model = _capturing_at_start(CPUWorker.compile_or_warm_up_model, gpu_runner)
     breakable.BreakableCUDAGraphWrapper._replay = _observed_replay(breakable.BreakableCUDAGraphWrapper._replay)
     CpuPlatform.register_triton_kernel_overrides = classmethod(_once(CpuPlatform.register_triton_kernel_overrides))
+    import vllm.v1.engine.core as engine_core
+
+    engine_core.cleanup_dist_env_and_memory = _keep_process_state
+
+
+def _keep_process_state(*args: Any, **kwargs: Any) -> None:
+    """What an engine's shutdown does instead of tearing down the process-wide distributed state and
+    collecting garbage: graphcheck keeps many engines in one process (its pool drops the least recently
+    used), and the state they share must outlive each one. The full collection per engine made a run's
+    exit take minutes."""
 
 
 def _once(original: Any) -> Any:
