@@ -64,7 +64,8 @@ FAULTS = (
         "a graph that reads per-step attention metadata frozen at capture (vllm-project/vllm#48261; the "
         "slot_mapping address handling of vllm-project/vllm#34880)",
         "token: eager vs graph",
-        ("runner._get_slot_mappings", "cpu_attn_reshape_and_cache"),
+        # the kernel that reads the frozen copy: the KV-cache write inside each attention layer
+        ("runner._get_slot_mappings", "LlamaForCausalLM.LlamaDecoderLayer.LlamaAttention.Attention"),
     ),
     Fault(
         "vllm-drafter-positions-temporary",
@@ -73,7 +74,7 @@ FAULTS = (
         "capture: replayed drafts use the dummy run's positions",
         "drafter graphs need the proposer's persistent positions and hidden_states buffers (vllm-project/vllm#17504)",
         "token: draft_tokens, eager vs graph",
-        ("drafter.positions", "drafter.model"),
+        ("drafter.positions", "LlamaForCausalLM.LlamaDecoderLayer.LlamaAttention.RotaryEmbedding"),
         options=(("method", 1),),
     ),
     Fault(
@@ -84,7 +85,7 @@ FAULTS = (
         "verify steps falling back to eager with graphs captured (vllm-project/vllm#27325; a verify size left "
         "out of the captured ones, vllm-project/vllm#55004)",
         "shape: graph dispatch (policy vs graph engine)",
-        ("cudagraph_dispatcher.dispatch",),
+        ("cudagraph_dispatcher.dispatch", "graph dispatch"),
     ),
 )
 
