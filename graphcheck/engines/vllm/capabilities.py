@@ -63,7 +63,7 @@ FAULTS = (
         "a graph freezes at capture: every replay writes keys and values to the capture run's slots",
         "a graph that reads per-step attention metadata frozen at capture (vllm-project/vllm#48261; the "
         "slot_mapping address handling of vllm-project/vllm#34880)",
-        "token: eager vs graph",
+        "address: the graph reads the capture run's copy, freed after capture (then tokens, eager vs graph)",
         # the kernel that reads the frozen copy: the KV-cache write inside each attention layer
         ("runner._get_slot_mappings", "LlamaForCausalLM.LlamaDecoderLayer.LlamaAttention.Attention"),
     ),
@@ -73,7 +73,7 @@ FAULTS = (
         "the drafter hands its model a copy of its positions buffer, which the drafter's graphs freeze at "
         "capture: replayed drafts use the dummy run's positions",
         "drafter graphs need the proposer's persistent positions and hidden_states buffers (vllm-project/vllm#17504)",
-        "token: draft_tokens, eager vs graph",
+        "address: the drafter's graph reads the capture run's copy, freed after capture (then draft_tokens)",
         ("drafter.positions", "LlamaForCausalLM.LlamaDecoderLayer.LlamaAttention.RotaryEmbedding"),
         options=(("method", 1),),
     ),
