@@ -142,7 +142,6 @@ class Engine:
         self.model_runner = core.model_executor.driver_worker.worker.model_runner
         self._trace = _Trace()
         self._tracing = False
-        self._rows: dict[str, int] = {}  # request id -> logits rows vLLM computed for it in the last step
         self._specs: dict[str, Any] = {}
         self._requests: dict[str, Any] = {}  # request id -> the scheduler's Request (kept after it finishes)
         self._info: StepInfo | None = None
@@ -301,22 +300,22 @@ class Engine:
             self._info = self._idle_info(t)
             self._report = {}
             return StepResult(t, ())
-        runs = self._runs(scheduled, produced)
+        runs, rows = self._runs(scheduled, produced)
         outcomes = [self._outcome(run, produced.get(run.request_id, 0)) for run in runs]
-        self._report = self._model_report(runs)
+        self._report = self._model_report(runs, rows)
         self._info = self._step_info(t, runs)
         return StepResult(t, tuple(sorted(outcomes, key=lambda r: r.request_id)))
 
-    def _runs(self, scheduled: Any, produced: Mapping[str, int]) -> list[ScheduledRun]:
-        """Every request the step ran, in batch order, from the executed SchedulerOutput."""
+    def _runs(self, scheduled: Any, produced: Mapping[str, int]) -> tuple[list[ScheduledRun], list[int]]:
+        """Every request the step ran, in batch order, from the executed SchedulerOutput, and the logits
+        rows vLLM computed for each (one per scheduled draft, placeholders included, and one more)."""
         first: dict[str, int] = {new.req_id: int(new.num_computed_tokens) for new in scheduled.scheduled_new_reqs}
         cached = scheduled.scheduled_cached_reqs
         first.update({rid: int(n) for rid, n in zip(cached.req_ids, cached.num_computed_tokens)})
         order = [rid for rid in self._trace.order if rid in scheduled.num_scheduled_tokens]
         order += [rid for rid in scheduled.num_scheduled_tokens if rid not in order]
         by_internal = {r.request_id: rid for rid, r in self._requests.items()}
-        runs = []
-        self._rows = {}
+        runs, rows = [], []
         for internal in order:
             rid = by_internal.get(internal, internal)
             scheduled_drafts = [int(d) for d in scheduled.scheduled_spec_decode_tokens.get(internal, ())]
@@ -328,8 +327,8 @@ class Engine:
             have = request.num_prompt_tokens + produced.get(rid, 0) if request is not None else 0
             produces = first[internal] + tokens - len(drafts) == have
             runs.append(ScheduledRun(rid, tokens, first[internal], bool(produces), drafts))
-            self._rows[rid] = 1 + len(scheduled_drafts)
-        return runs
+            rows.append(1 + len(scheduled_drafts))
+        return runs, rows
 
     def _outcome(self, run: ScheduledRun, before: int) -> RequestStep:
         request = self._requests[run.request_id]
@@ -342,16 +341,15 @@ class Engine:
         tokens = tuple(int(x) for x in out[before:])
         return RequestStep(run.request_id, tokens, proposals, seed, len(out), seq_len, finished)
 
-    def _model_report(self, runs: list[ScheduledRun]) -> dict[str, ModelStep]:
+    def _model_report(self, runs: list[ScheduledRun], rows: list[int]) -> dict[str, ModelStep]:
         logits = self._trace.logits
         if logits is None:
             return {}
-        report, row = {}, 0
-        for run in runs:
-            rows = self._rows[run.request_id]
+        report, first = {}, 0
+        for run, count in zip(runs, rows):
             if run.produces:
-                report[run.request_id] = ModelStep(run.request_id, logits[row : row + rows])
-            row += rows
+                report[run.request_id] = ModelStep(run.request_id, logits[first : first + count])
+            first += count
         return report
 
     def _step_info(self, t: int, runs: list[ScheduledRun]) -> StepInfo:
