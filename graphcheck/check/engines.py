@@ -3,6 +3,9 @@
 SPEC names an engine factory as pytest names plugins:
 
 * ``builtin`` (the default): graphcheck's own MTP engine, ``graphcheck.backends.engine.Engine``;
+* the name of an engine that ships with graphcheck (``builtin-torch-cuda``,
+  ``hf-cb``, ``vllm``: :data:`SHIPPED`), which resolves whether graphcheck is
+  installed or run from a checkout on ``PYTHONPATH`` (no entry points there);
 * a name registered under the ``graphcheck.engines`` entry point group by an
   installed package::
 
@@ -40,6 +43,13 @@ from graphcheck.errors import BackendUnavailableError, InputError
 ENTRY_POINT_GROUP = "graphcheck.engines"
 BUILTIN = "builtin"
 _BUILTIN_TARGET = "graphcheck.backends.engine:Engine"
+#: The engines that ship with graphcheck, by name: what pyproject.toml registers as entry points, known
+#: here too so that a checkout that was never installed resolves them. Their modules import on use only.
+SHIPPED = {
+    "builtin-torch-cuda": "graphcheck.engines.torch_cuda:Engine",
+    "hf-cb": "graphcheck.engines.hf_cb:Engine",
+    "vllm": "graphcheck.engines.vllm:Engine",
+}
 
 #: The protocol's methods (graphcheck.adapter.EngineAdapter), checked on a factory class.
 ADAPTER_METHODS = ("submit", "abort", "step", "buffer_tensors", "memory_bytes")
@@ -113,15 +123,21 @@ def _import_target(target: str, spec: str) -> Any:
     return value
 
 
-def _entry_point(name: str) -> metadata.EntryPoint | None:
+def _named(name: str) -> tuple[str, str] | None:
+    """(target, source) of an engine name: an installed entry point, else one graphcheck ships; None if neither."""
     found = [p for p in metadata.entry_points(group=ENTRY_POINT_GROUP) if p.name == name]
-    return found[0] if found else None
+    if found:
+        return found[0].value, f"entry point {name} ({found[0].value})"
+    if name in SHIPPED:
+        return SHIPPED[name], f"shipped with graphcheck ({SHIPPED[name]})"
+    return None
 
 
 def registered_engines() -> dict[str, str]:
-    """Engine names of the ``graphcheck.engines`` entry point group -> what each names; ``builtin`` first."""
-    points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name)
-    return {BUILTIN: _BUILTIN_TARGET, **{p.name: p.value for p in points if p.name != BUILTIN}}
+    """Every engine name SPEC takes -> what it names: ``builtin`` first, then the shipped and registered ones."""
+    points = {p.name: p.value for p in metadata.entry_points(group=ENTRY_POINT_GROUP) if p.name != BUILTIN}
+    named = {**SHIPPED, **points}
+    return {BUILTIN: _BUILTIN_TARGET, **{name: named[name] for name in sorted(named)}}
 
 
 def missing_methods(factory: Any) -> tuple[str, ...]:
@@ -167,14 +183,14 @@ def resolve_engine(spec: str | None = None) -> EngineChoice:
     elif ":" in spec:
         factory, source = _import_target(spec, spec), spec
     else:
-        point = _entry_point(spec)
-        if point is None:
+        named = _named(spec)
+        if named is None:
             known = ", ".join(registered_engines())
             raise EngineSpecError(
-                f"--engine {spec}: no engine of that name (registered under {ENTRY_POINT_GROUP!r}: {known}); "
-                "or name one as package.module:attribute"
+                f"--engine {spec}: no engine of that name (shipped or registered under {ENTRY_POINT_GROUP!r}: "
+                f"{known}); or name one as package.module:attribute"
             )
-        factory, source = _import_target(point.value, spec), f"entry point {point.name} ({point.value})"
+        factory, source = _import_target(named[0], spec), named[1]
     return _choice(spec, factory, source, f"--engine {spec}")
 
 
@@ -239,6 +255,7 @@ __all__ = [
     "ADAPTER_METHODS",
     "BUILTIN",
     "ENTRY_POINT_GROUP",
+    "SHIPPED",
     "EngineChoice",
     "EngineSpecError",
     "engine_from_factory",
