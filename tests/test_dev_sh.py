@@ -91,3 +91,36 @@ def test_the_vllm_layer_runs_in_its_own_venv(checkout: Path) -> None:
     assert first[-1].endswith("-m pytest -p no:cacheprovider -m vllm tests/test_vllm_engine.py -k x")
     again = vllm("run", "--profile", "ci")
     assert [c for c in again if "pip" in c] == [] and again[-1] == "graphcheck run --engine vllm --profile ci"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="dev.sh is a bash script")
+def test_the_first_setup_says_how_to_put_graphcheck_on_the_path(checkout: Path) -> None:
+    """After the quick start `graphcheck` is in .venv/bin, not on the PATH: dev.sh says so once, as the README."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHCHECK_")}
+
+    def stderr(*args: str) -> str:
+        done = subprocess.run(["bash", "dev.sh", *args], cwd=checkout, env=env, capture_output=True, text=True)
+        return done.stderr
+
+    hint = "source .venv/bin/activate"
+    assert hint in stderr("run", "--quiet")
+    assert hint not in stderr("run", "--quiet")  # once per venv
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert hint in quick_start
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bash and a POSIX venv")
+def test_the_activated_venv_has_the_graphcheck_command() -> None:
+    """What the README's PATH line promises, in the venv the quick start makes (skipped without one)."""
+    if not (ROOT / ".venv" / "bin" / "activate").is_file():
+        pytest.skip("no ./.venv here (./dev.sh makes it)")
+    done = subprocess.run(
+        ["bash", "-c", "source .venv/bin/activate && command -v graphcheck && graphcheck faults"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == str(ROOT / ".venv" / "bin" / "graphcheck")
+    assert "injectable faults" in done.stdout
