@@ -13,7 +13,7 @@ from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import admit, engine_memory_limit
 from graphcheck.check.setup import CheckSetup
-from graphcheck.cli import exitcodes
+from graphcheck.cli import engine_log, exitcodes
 from graphcheck.cli.common import (
     RunPlan,
     Unwritten,
@@ -64,7 +64,8 @@ def replay_command(args: argparse.Namespace) -> int:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)
-        outcome = checker.run(scenario, localise=True)
+        with engine_log.captured(out_dir) as logged:
+            outcome = checker.run(scenario, localise=True)
         if outcome.engine_error is None:  # an engine that tried to exit: its scenario stays on disk
             (out_dir / "pending-scenario.json").unlink(missing_ok=True)
         unwritten: Unwritten | None = None
@@ -74,6 +75,8 @@ def replay_command(args: argparse.Namespace) -> int:
             except OSError as err:  # a full disk: the verdict still stands
                 paths, info, unwritten = None, None, Unwritten(err, tuple(written))
         console.print(outcome_line(outcome))
+        if logged.summary() is not None:
+            console.print(logged.summary(), markup=False, highlight=False)
         where = where_line(outcome)
         if where is not None:
             console.print(where)

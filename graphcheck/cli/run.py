@@ -22,7 +22,7 @@ from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, e
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
 from graphcheck.check.watchdog import HardHang, on_hard_hang
-from graphcheck.cli import exitcodes
+from graphcheck.cli import engine_log, exitcodes
 from graphcheck.cli.common import (
     RunPlan,
     Unwritten,
@@ -109,11 +109,12 @@ def run_command(args: argparse.Namespace) -> int:
     interrupted = False
     with github.commands_stopped(publish):
         _print_header(console, plan)
-        try:
-            with on_hard_hang(_hang_report(plan, pending)):
-                outcomes, fuzzed = _run_suites(args, plan, console, pending)
-        except RunInterrupted as stop:
-            outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
+        with engine_log.captured(plan.out_dir) as logged:
+            try:
+                with on_hard_hang(_hang_report(plan, pending)):
+                    outcomes, fuzzed = _run_suites(args, plan, console, pending)
+            except RunInterrupted as stop:
+                outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
         elapsed = time.perf_counter() - started
         # A stopped run keeps the scenario it was on, as does an engine that tried to exit.
         if not interrupted and all(o.engine_error is None for o in outcomes):
@@ -142,6 +143,8 @@ def run_command(args: argparse.Namespace) -> int:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
             console.print(situations_table(situations))
+        if logged.summary() is not None:
+            console.print(logged.summary(), markup=False, highlight=False)
         _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted, unwritten)
     if publish and paths is not None:
         publish_github(args, outcomes, fuzzed, paths, info)
