@@ -302,16 +302,16 @@ def fuzzed_diverged(tmp_path: Path) -> tuple[ReportPaths, list[CheckOutcome], li
 
 def test_clean_fuzzed_run_counts_suites_not_only_scenarios(fuzzed_clean: ReportPaths) -> None:
     text = text_of(fuzzed_clean.index_html)
-    assert "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" in text
+    assert "7 suites fuzzed: 160 scenarios, 1,234 steps; 4 built-in scenarios checked" in text
     assert "4 scenarios clean" not in text
-    assert "agreed on every step of 160 fuzzed examples over 7 suites and of 4 built-in scenarios" in text
+    assert "agreed on every step of 160 fuzzed scenarios over 7 suites and of 4 built-in scenarios" in text
 
 
 def test_fuzzing_table_has_one_row_per_suite(fuzzed_clean: ReportPaths) -> None:
     header, *rows = table_rows(fuzzed_clean.index_html, "fuzz-table")
     assert header == [
         "suite",
-        "examples",
+        "scenarios",
         "steps",
         "seconds",
         "verdict",
@@ -340,7 +340,7 @@ def test_fuzzing_table_shows_the_divergence_and_links_its_scenario(fuzzed_diverg
     ]
     assert '<a href="#outcome-0">padding</a>' in html
     text = text_of(paths.index_html)
-    assert "7 suites fuzzed (1 diverged): 177 examples, 1,324 steps; 4 built-in scenarios checked" in text
+    assert "7 suites fuzzed (1 diverged): 177 scenarios, 1,324 steps; 4 built-in scenarios checked" in text
     assert "DIVERGENCE" in text and "First divergence" in text
 
 
@@ -412,7 +412,7 @@ def test_junit_one_testcase_per_suite_and_per_other_outcome(fuzzed_diverged) -> 
         "shrink": "shrunk",
         "scenario": "padding/shrunk",
     }
-    assert "37 examples, 260 steps" in padding.find("system-out").text
+    assert "37 scenarios, 260 steps" in padding.find("system-out").text
     assert all(not c.findall("failure") for c in cases if c is not padding)
 
 

@@ -269,7 +269,7 @@ def test_clean_report_renders_and_copies(browser: str, tmp_path: Path, clean: Re
     assert 'class="card headline"' not in dom and "First divergence" not in dom
     assert re.search(r'<section class="card clean-card" id="clean"><h2>No divergences</h2>', dom)
     counts = re.search(r'<span class="counts" id="counts">(.*?)</span>', dom, re.S)
-    assert counts and "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" in counts.group(1)
+    assert counts and "7 suites fuzzed: 160 scenarios, 1,234 steps; 4 built-in scenarios checked" in counts.group(1)
     fuzz = body_rows(dom, "fuzz-table")
     assert [(r[0], r[1], r[4]) for r in fuzz] == [(n, str(e), "clean") for n, e, _ in samples.SUITE_FIGURES]
     assert '<a href="fuzz.json">fuzz.json</a>' in dom

@@ -340,7 +340,7 @@ def test_every_table_shows_the_replayed_column_next_to_the_count(tmp_path: Path)
         [outcome], RunInfo("t", "cpu", "emulated"), command="c", replay="r", scenario_file="s.json", situations=rows
     )
     table = page.split('id="situation-table"', 1)[1].split("</table>", 1)[0]
-    assert '<th class="num">examples</th><th class="num">on a replay</th>' in table
+    assert '<th class="num">scenarios</th><th class="num">on a replay</th>' in table
     k1 = table.split('<td class="nowrap mono">k=1</td>', 1)[1].split("</tr>", 1)[0]
     assert '<td class="num">2</td><td class="num">1</td>' in k1
     assert f"reached 2 of {n} situations that graph-capture bugs hide in, 1 of them on a replayed step" in page

@@ -55,7 +55,7 @@ def where_line(outcome: CheckOutcome | None) -> str | None:
 
 def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]) -> Table:
     table = Table(title="graphcheck summary", title_justify="left")
-    for column in ("check", "examples", "steps", "verdict", "first divergence"):
+    for column in ("check", "scenarios", "steps", "verdict", "first divergence"):
         table.add_column(column, overflow="fold")
     searched = {id(r.outcome) for r in fuzzed if r.outcome is not None}  # shown in their suite's row
     for outcome in outcomes:
@@ -70,17 +70,17 @@ def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]
 
 
 def situations_table(rows: Sequence[SituationRow]) -> Table:
-    """The situation table, one row per group: each situation with the examples that reached it and,
+    """The situation table, one row per group: each situation with the scenarios that reached it and,
     after a slash, those of them that reached it on a replayed step (``name 12/5``).
 
-    A situation no example reached is red (``name 0/0``), one reached but never on a replayed
+    A situation no scenario reached is red (``name 0/0``), one reached but never on a replayed
     step yellow (``name 12/0``); one the reported diverging scenario reaches is marked ``!``.
     """
     reached = sum(1 for r in rows if r.examples)
     replayed = sum(1 for r in rows if r.replayed_examples)
     table = Table(
         title=f"situations reached: {reached} of {len(rows)}, on a replayed step: {replayed} of {len(rows)} "
-        "(examples per situation / of them on a replayed step; ! = in the divergence)",
+        "(scenarios per situation / of them on a replayed step; ! = in the divergence)",
         title_justify="left",
     )
     table.add_column("group", no_wrap=True)

@@ -181,7 +181,13 @@ def _run_parser(sub: Any, backend: argparse.ArgumentParser, setup: argparse.Argu
     run.unset_defaults = BACKEND_DEFAULTS
     _report_options(run)
     run.add_argument("--suite", action="append", metavar="NAME", help="fuzz only this suite; repeatable (default: all)")
-    run.add_argument("--examples", type=int, metavar="N", help="scenarios per suite (default: from --profile)")
+    run.add_argument(
+        "--examples",
+        type=int,
+        metavar="N",
+        help="examples per suite: an example is one drawn engine configuration, checked with a batch of up to "
+        "8 scenarios (default: from --profile: 8 ci, 20 dev, 200 thorough)",
+    )
     run.add_argument(
         "--seed", type=int, default=0, metavar="N", help="fuzzing seed; the same seed gives the same run (default 0)"
     )

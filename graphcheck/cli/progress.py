@@ -1,4 +1,4 @@
-"""Progress of a long run: what is being searched or shrunk, examples, steps, elapsed time.
+"""Progress of a long run: what is being searched or shrunk, scenarios checked, steps, elapsed time.
 
 On a terminal it is one live line, redrawn in place. Anywhere else (a CI log,
 a pipe) nothing can be redrawn, so a plain line is printed every
@@ -44,7 +44,7 @@ class RunProgress:
         self.interval_s = interval_s
         self._clock = clock
         self._started = self._last_line = clock()
-        self.examples = self.steps = 0  # over the whole run
+        self.examples = self.steps = 0  # scenarios checked and their steps, over the whole run
         self._search: SearchProgress | None = None
         self._current = ""
         self._live: Live | None = None
@@ -96,7 +96,7 @@ class RunProgress:
         elapsed = self._clock() - self._started
         text = Text()
         text.append(one_line(self._current or "starting"), style="bold")
-        text.append(f"  {self._phase()}  ({plural(self.examples, 'example')} in all, {elapsed:.0f}s)")
+        text.append(f"  {self._phase()}  ({plural(self.examples, 'scenario')} checked in all, {elapsed:.0f}s)")
         return text
 
     def _phase(self) -> str:
@@ -106,12 +106,12 @@ class RunProgress:
         if not search.shrinking:
             return f"searching: scenario {search.examples} of up to {search.budget}"
         requests, steps = search.smallest or (0, 0)
-        return f"shrinking: {plural(search.examples, 'run')}, smallest {requests} req x {steps} steps"
+        return f"shrinking: {plural(search.examples, 'scenario')} checked, smallest {requests} req x {steps} steps"
 
 
 def suite_line(result: FuzzResult) -> Text:
-    """``suite padding: clean, 8 examples, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
-    counts = f"{plural(result.examples, 'example')}, {plural(result.steps, 'step')}, {result.elapsed_s:.1f}s"
+    """``suite padding: clean, 37 scenarios, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
+    counts = f"{plural(result.examples, 'scenario')}, {plural(result.steps, 'step')}, {result.elapsed_s:.1f}s"
     text = Text(f"suite {one_line(result.suite)}: ")
     if result.outcome is None or result.outcome.clean:
         text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")

@@ -41,7 +41,13 @@ from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.display import one_line
 from graphcheck.errors import InputError
 from graphcheck.files import ledger, write_atomic
-from graphcheck.search.fuzz import FuzzResult, SearchInterrupted, label_found, write_fuzz_summary
+from graphcheck.search.fuzz import (
+    DEFAULT_PER_CONFIG,
+    FuzzResult,
+    SearchInterrupted,
+    label_found,
+    write_fuzz_summary,
+)
 from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
 
 
@@ -179,7 +185,8 @@ def _print_header(console: Any, plan: RunPlan) -> None:
     console.print(f"graphcheck run {plan.run_id}: backend {backend.name} ({backend.description})", highlight=False)
     injected = f"; injected: {plain(', '.join(plan.faults))}" if plan.faults else ""
     console.print(
-        f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite, "
+        f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite "
+        f"(an example: one engine configuration, checked with up to {DEFAULT_PER_CONFIG} scenarios), "
         f"seed {plan.seed}{injected}",
         highlight=False,
     )
@@ -203,7 +210,7 @@ def _print_verdict(
     unwritten: Unwritten | None = None,
 ) -> None:
     first = next((o for o in outcomes if not o.clean), None)
-    examples = sum(r.examples for r in fuzzed)
+    checked = _checked(outcomes, fuzzed)
     if interrupted:
         found = (
             f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
@@ -211,9 +218,7 @@ def _print_verdict(
         pending = plan.out_dir / "pending-scenario.json"
         if pending.is_file():
             found += f"; the scenario it was running is kept in {plain(pending)}"
-        console.print(
-            f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {plural(examples, 'fuzzed example')}: {found}"
-        )
+        console.print(f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {checked}: {found}")
     elif first is not None and first.engine_error is not None:
         console.print(
             f"[bold red]ENGINE ABORTED[/] {plain(first.engine_error)}: engine code may not end graphcheck "
@@ -224,10 +229,7 @@ def _print_verdict(
     else:
         near_ties = sum(r.ambiguous_examples for r in fuzzed)
         ambiguous = f" ({near_ties} with an ambiguous near tie)" if near_ties else ""
-        console.print(
-            f"[bold green]CLEAN[/] {plural(len(outcomes), 'scenario')} checked, "
-            f"{plural(examples, 'fuzzed example')}{ambiguous}, {elapsed:.1f}s"
-        )
+        console.print(f"[bold green]CLEAN[/] {checked}{ambiguous}, {elapsed:.1f}s")
     where = where_line(first)
     if where is not None:
         console.print(where)
@@ -242,6 +244,14 @@ def _print_verdict(
     if first is not None:
         console.print(f"replay: {plan.checker.replay_command(str(paths.scenario_json))}", markup=False)
     console.print(f"report: {paths.index_html}", markup=False)
+
+
+def _checked(outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> str:
+    """``899 scenarios checked (895 fuzzed, 4 built-in)``: every lockstep run of the run, fuzzing's and the rest."""
+    searched = {id(r.outcome) for r in fuzzed if r.outcome is not None}  # counted in their suite's figure
+    fuzz = sum(r.examples for r in fuzzed)
+    builtin = sum(1 for o in outcomes if id(o) not in searched)
+    return f"{plural(fuzz + builtin, 'scenario')} checked ({fuzz:,} fuzzed, {builtin:,} built-in)"
 
 
 def _run_suites(

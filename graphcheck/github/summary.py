@@ -112,7 +112,7 @@ def _head(run: FinishedRun) -> str:
     else:
         fuzzed = sum(s.examples for s in run.suites)
         lines += [
-            f"{len(outcomes)} scenarios checked and {fuzzed} fuzzed examples: eager, graph replay and the "
+            f"{len(outcomes) + fuzzed} scenarios checked ({fuzzed} fuzzed): eager, graph replay and the "
             "NumPy reference agree on every step.",
             "",
         ]
@@ -126,7 +126,7 @@ def _head(run: FinishedRun) -> str:
         ("scenarios", f"{len(outcomes)} checked, {diverged} diverged"),
         (
             "suites",
-            f"{len(run.suites)} fuzzed, {sum(s.examples for s in run.suites)} examples, "
+            f"{len(run.suites)} fuzzed, {sum(s.examples for s in run.suites)} scenarios, "
             f"{sum(s.steps for s in run.suites)} engine steps"
             if run.suites
             else "none fuzzed",

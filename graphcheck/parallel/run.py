@@ -286,10 +286,10 @@ def job_line(result: JobResult) -> str:
     if result.error:
         return f"  [red]{name}: failed[/] {escape(one_line(result.error.splitlines()[0]))}"
     if not result.diverged:
-        return f"  [green]{name}: clean[/] ({result.examples} examples, {result.elapsed_s:.1f}s)"
+        return f"  [green]{name}: clean[/] ({result.examples} scenarios, {result.elapsed_s:.1f}s)"
     first = result.failing.first
     at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
-    return f"  [red]{name}: divergence{at}[/] ({result.examples} examples, {result.elapsed_s:.1f}s): {escape(one_line(first.headline()))}"
+    return f"  [red]{name}: divergence{at}[/] ({result.examples} scenarios, {result.elapsed_s:.1f}s): {escape(one_line(first.headline()))}"
 
 
 class _Stopped(KeyboardInterrupt):

@@ -110,7 +110,7 @@ class RunView:
 
     @property
     def fuzz_counts(self) -> str:
-        """ "7 suites fuzzed: 160 examples, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
+        """ "7 suites fuzzed: 160 scenarios, 1,234 steps; 4 built-in scenarios checked" ("" without suites)."""
         if not self.suites:
             return ""
         n = len(self.suites)
@@ -119,7 +119,7 @@ class RunView:
         if diverged:
             text += f" ({diverged} diverged)"
         examples, steps = sum(s.examples for s in self.suites), sum(s.steps for s in self.suites)
-        text += f": {examples:,} example{'' if examples == 1 else 's'}, {steps:,} step{'' if steps == 1 else 's'}"
+        text += f": {examples:,} scenario{'' if examples == 1 else 's'}, {steps:,} step{'' if steps == 1 else 's'}"
         if self.other_outcomes:
             text += f"; {self.other_outcomes} built-in scenario{'' if self.other_outcomes == 1 else 's'} checked"
         return text

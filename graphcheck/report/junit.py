@@ -119,8 +119,8 @@ def _shrink_line(run: SuiteRun) -> str:
 
 
 def suite_summary(run: SuiteRun) -> str:
-    """One line about a fuzzed suite: examples, steps, seconds, where it first failed and the shrink state."""
-    text = f"suite {run.suite}: {run.examples} examples, {run.steps} steps, {run.elapsed_s:.3f} s, "
+    """One line about a fuzzed suite: scenarios checked, steps, seconds, where it first failed and the shrink state."""
+    text = f"suite {run.suite}: {run.examples} scenarios, {run.steps} steps, {run.elapsed_s:.3f} s, "
     text += "clean" if run.clean else "divergence"
     if run.first_failure_at is not None:
         text += f", first failure at example {run.first_failure_at}"
