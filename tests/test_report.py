@@ -455,6 +455,8 @@ def test_divergences_json_lists_the_suites(fuzzed_diverged) -> None:
         "first": outcomes[0].first.headline(),
         "first_failure_at": 3,
         "scenario_name": "padding/shrunk",
+        "situations_reached": 21,
+        "situations_replayed": 17,
         "outcome": 0,
     }
     assert doc["suites"][0]["outcome"] is None
@@ -797,7 +799,7 @@ def test_a_float_runs_noise_is_plotted_against_its_band(tmp_path: Path) -> None:
     html = paths.index_html.read_text(encoding="utf-8")
     assert "Float differences, eager vs graph" in html
     assert "measured noise floor 1.8e-07" in html and "band 2.9e-06" in html and "largest difference" in html
-    svg = html[html.index('<svg class="noise"') : html.index("</svg>")]
+    svg = html[html.index('<svg class="noise chart"') : html.index("</svg>")]
     assert svg.count("<circle") == 9 and svg.count('class="rep over"') == 1, "one step over the band"
     assert svg.count('<circle class="eag') == 3 and "band 2.9e-06" in svg and "floor 1.8e-07" in svg
     out = json.loads(paths.divergences_json.read_text(encoding="utf-8"))["outcomes"][0]["numeric"]

@@ -72,15 +72,21 @@ HARNESS = """<script>
   Object.defineProperty(navigator, "clipboard", {configurable: true, get: function () { return clip; }});
   window.addEventListener("load", function () {
     var button = document.getElementById("copy-replay");
-    var box = button.getBoundingClientRect();
-    log.visible = !button.hidden && box.width > 0 && box.height > 0;
+    var box = button ? button.getBoundingClientRect() : null;
+    log.visible = button ? !button.hidden && box.width > 0 && box.height > 0 : null;
     %(ids)s.forEach(function (id) {
       var node = document.getElementById(id);
       log.rendered[id] = node ? Math.round(node.getBoundingClientRect().height) : -1;
     });
-    button.click();
+    log.charts = Array.prototype.map.call(document.querySelectorAll("svg.chart"), function (svg) {
+      var r = svg.getBoundingClientRect();
+      return {id: svg.id, width: r.width, height: r.height, right: r.right, shapes: svg.querySelectorAll("rect, circle").length};
+    });
+    log.page_width = document.documentElement.scrollWidth;
+    log.viewport = window.innerWidth;
+    if (button) { button.click(); }
     setTimeout(function () {
-      log.feedback = button.textContent;
+      log.feedback = button ? button.textContent : null;
       log.selection = String(window.getSelection());
       var out = document.createElement("pre");
       out.id = "test-log";
@@ -230,13 +236,15 @@ def test_missing_browser_fails_where_required(monkeypatch: pytest.MonkeyPatch) -
 DIVERGED_IDS = (
     "outcome-0-headline",
     "outcome-0-timeline",
+    "outcome-0-chart",
+    "coverage-chart",
     "outcome-0-step-3",
     "outcome-0-address",
     "fuzz-table",
     "scenario-table",
     "replay-command",
 )
-CLEAN_IDS = ("clean", "fuzz-table", "replay-command", "counts", "files")
+CLEAN_IDS = ("clean", "fuzz-table", "coverage-chart", "counts", "files")
 
 
 def test_divergence_report_renders_and_copies(browser: str, tmp_path: Path, diverged: ReportPaths) -> None:
@@ -263,7 +271,29 @@ def test_divergence_report_renders_and_copies(browser: str, tmp_path: Path, dive
     assert log["feedback"] == "Copied"
 
 
-def test_clean_report_renders_and_copies(browser: str, tmp_path: Path, clean: ReportPaths) -> None:
+def test_charts_render_within_a_1280_pixel_window(browser: str, tmp_path: Path, diverged: ReportPaths) -> None:
+    """The step chart and the coverage chart are drawn, and nothing on the page is wider than 1,280 pixels."""
+    result = chromium(
+        browser,
+        tmp_path,
+        "--window-size=1280,900",
+        "--virtual-time-budget=2000",
+        "--dump-dom",
+        harnessed(diverged, "ok", DIVERGED_IDS).as_uri(),
+    )
+    found = re.search(r'<pre id="test-log">(.*?)</pre>', result.stdout, re.S)
+    assert found, result.stderr[-3000:]
+    log = json.loads(html.unescape(found.group(1)))
+    charts = {c["id"]: c for c in log["charts"]}
+    assert {"outcome-0-chart", "coverage-chart"} <= set(charts), charts
+    for chart in charts.values():
+        assert chart["width"] > 200 and chart["height"] >= 40 and chart["shapes"] > 3, chart
+        assert chart["right"] <= log["viewport"], chart
+    assert log["page_width"] <= log["viewport"], log["page_width"]
+    assert 'class="c-graph' in result.stdout and "c-first" in result.stdout  # the divergence cells, first outlined
+
+
+def test_clean_report_renders(browser: str, tmp_path: Path, clean: ReportPaths) -> None:
     dom, log = drive(browser, tmp_path, clean, "ok", CLEAN_IDS)
     assert all(log["rendered"][i] > 0 for i in CLEAN_IDS), log["rendered"]
     assert 'class="card headline"' not in dom and "First divergence" not in dom
@@ -273,19 +303,20 @@ def test_clean_report_renders_and_copies(browser: str, tmp_path: Path, clean: Re
     fuzz = body_rows(dom, "fuzz-table")
     assert [(r[0], r[1], r[4]) for r in fuzz] == [(n, str(e), "clean") for n, e, _ in samples.SUITE_FIGURES]
     assert '<a href="fuzz.json">fuzz.json</a>' in dom
-    assert log["copied"] == replay_of(clean) and log["feedback"] == "Copied"
+    # nothing diverged, so there is nothing to replay: no replay section, no copy button
+    assert 'id="replay"' not in dom and log["visible"] is None and log["copied"] is None
 
 
 @pytest.mark.parametrize("mode", ["reject", "none"])
 def test_copy_without_clipboard_selects_the_command(
-    browser: str, tmp_path: Path, clean: ReportPaths, mode: str
+    browser: str, tmp_path: Path, diverged: ReportPaths, mode: str
 ) -> None:
     """A denied or absent clipboard API: the command is selected for Ctrl+C, and no error escapes."""
-    _, log = drive(browser, tmp_path, clean, mode, CLEAN_IDS)
+    _, log = drive(browser, tmp_path, diverged, mode, DIVERGED_IDS)
     assert log["visible"] is True
-    assert log["selection"] == replay_of(clean)
+    assert log["selection"] == replay_of(diverged)
     assert log["feedback"] in ("Copied", "Selected: press Ctrl+C")
-    assert log["copied"] == (replay_of(clean) if mode == "reject" else None)
+    assert log["copied"] == (replay_of(diverged) if mode == "reject" else None)
 
 
 def test_screenshots_are_not_blank(browser: str, tmp_path: Path, diverged: ReportPaths, clean: ReportPaths) -> None:

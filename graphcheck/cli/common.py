@@ -185,6 +185,7 @@ def write_reports(
 
 def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -> list[Any]:
     """The report's view of each suite's search (``SuiteRun``), tied to its outcome when that is reported."""
+    from graphcheck.check.situations import SITUATION_NAMES
     from graphcheck.report import SuiteRun
 
     reported = {id(o) for o in outcomes}
@@ -201,6 +202,8 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
             found.first.headline() if found is not None and found.first else None,
             result.first_failure_at,
             found.scenario.name if found is not None and id(found) in reported else None,
+            sum(1 for n in SITUATION_NAMES if result.coverage.hits.get(n)),
+            sum(1 for n in SITUATION_NAMES if result.coverage.replayed.get(n)),
         )
 
     return [one(r) for r in fuzzed]

@@ -130,16 +130,20 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
     return table
 
 
-def faults_table(faults: Mapping[str, Any]) -> Table:
-    table = Table(title="injectable faults (--inject NAME)", title_justify="left")
-    for column in ("name", "class", "what it breaks", "signal", "declared breaks"):
-        table.add_column(column, overflow="fold")
+def faults_table(faults: Mapping[str, Any], *, details: bool = True) -> Table:
+    """The faults by bug class; ``details=False``: one line per fault (its summary cut to the width)."""
+    title = "injectable faults (--inject NAME)" + ("" if details else "; --details for what each breaks and shows")
+    table = Table(title=title, title_justify="left")
+    columns = ("name", "class", "what it breaks", "signal", "declared breaks") if details else ("name", "class", "what it breaks")
+    for column in columns:
+        table.add_column(column, overflow="fold" if details else "ellipsis", no_wrap=not details)
     for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
-        table.add_row(  # an engine's own text: shown as written, bidi controls and markup included
+        row = (  # an engine's own text: shown as written, bidi controls and markup included
             plain(name),
             str(getattr(fault, "bug_class", "")),
             plain(getattr(fault, "summary", str(fault))),
             plain(getattr(fault, "signal", "")),
             plain(", ".join(getattr(fault, "breaks", ()))),
         )
+        table.add_row(*row[: len(columns)])
     return table

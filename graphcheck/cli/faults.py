@@ -22,7 +22,7 @@ def faults_command(args: argparse.Namespace) -> int:
         optional = ", ".join(engine.optional_members()) or "none seen on the factory (an engine may still have them)"
         console.print(f"  optional members: {optional}", markup=False, highlight=False)
     if faults:
-        console.print(faults_table({f.name: f for f in faults}))
+        console.print(faults_table({f.name: f for f in faults}, details=getattr(args, "details", False)))
         names = engine.capabilities.fault_names
         console.print(f"{len(names)} faults: {', '.join(names)}", markup=False, highlight=False)
     else:

@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="list backends: framework, device, graph runner, what --emulate uses")
     faults = sub.add_parser("faults", help="list the injectable faults of an engine (--engine; default builtin)")
     _engine_option(faults)
+    faults.add_argument(
+        "--details", action="store_true", help="the full table: what each fault breaks, its signal, what it declares"
+    )
     _catalog_parser(sub, backend, setup)
     _bench_parser(sub, backend)
     return parser

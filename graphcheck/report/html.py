@@ -11,9 +11,10 @@ from typing import Any, Mapping, Sequence
 import jinja2
 
 from graphcheck.check.records import CheckOutcome
-from graphcheck.check.situations import SituationRow
+from graphcheck.check.situations import SITUATION_NAMES, SituationRow
 from graphcheck.display import shown
 from graphcheck.files import write_atomic
+from graphcheck.report.charts import coverage_chart, step_chart
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
 from graphcheck.report.localisation import BlobLinks, localisation_view
@@ -98,6 +99,7 @@ class RunView:
     other_outcomes: int = 0  # outcomes no fuzzed suite found: the built-in demo scenarios
     files: list[str] = dataclasses.field(default_factory=lambda: list(REPORT_FILES))
     situations: list[SituationRow] = dataclasses.field(default_factory=list)
+    coverage: Any = None  # situations reached per suite (graphcheck.report.charts.coverage_chart)
 
     @property
     def situations_reached(self) -> int:
@@ -168,6 +170,7 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
         sections=kind_sections(outcome),
         localisation=localisation_view(loc, first, links) if loc is not None else None,
         numeric=numeric_view(outcome.numeric),
+        chart=step_chart(outcome),
     )
 
 
@@ -201,6 +204,7 @@ def run_view(
         other_outcomes=len(pairing.rest),
         files=list(dict.fromkeys(files)),
         situations=list(situations),
+        coverage=coverage_chart(suites, len(situations) or len(SITUATION_NAMES)),
     )
 
 

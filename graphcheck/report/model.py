@@ -58,6 +58,8 @@ class SuiteRun:
     first: str | None = None  # the first divergence's headline
     first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
     scenario_name: str | None = None
+    situations_reached: int | None = None  # situations its scenarios reached (None: not counted)
+    situations_replayed: int | None = None  # of them, reached on a replayed step
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ class OutcomeView:
     localisation: LocalisationView | None = None
     #: A float run's calibration and step-by-step differences (graphcheck.report.numeric_view).
     numeric: Any = None
+    #: The step timeline chart of a failing outcome (graphcheck.report.charts.step_chart).
+    chart: Any = None
 
     @property
     def failure_count(self) -> int:
