@@ -48,3 +48,10 @@ def test_suite_line_progress_and_summary_count_scenarios() -> None:
 
 def test_the_verdict_counts_every_scenario_checked() -> None:
     assert _checked([], [FuzzResult("a", 895, 1, None, 1.0)]) == "895 scenarios checked (895 fuzzed, 0 built-in)"
+
+
+def test_the_docs_define_both_words() -> None:
+    page = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (page, readme):
+        assert "**example**" in text and "**scenario" in text

@@ -134,7 +134,11 @@ def faults_table(faults: Mapping[str, Any], *, details: bool = True) -> Table:
     """The faults by bug class; ``details=False``: one line per fault (its summary cut to the width)."""
     title = "injectable faults (--inject NAME)" + ("" if details else "; --details for what each breaks and shows")
     table = Table(title=title, title_justify="left")
-    columns = ("name", "class", "what it breaks", "signal", "declared breaks") if details else ("name", "class", "what it breaks")
+    columns = (
+        ("name", "class", "what it breaks", "signal", "declared breaks")
+        if details
+        else ("name", "class", "what it breaks")
+    )
     for column in columns:
         table.add_column(column, overflow="fold" if details else "ellipsis", no_wrap=not details)
     for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
