@@ -59,6 +59,7 @@ def test_a_noisy_engine_logs_into_the_report_not_the_console(
     logged = (report / FILE_NAME).read_text(encoding="utf-8")
     assert "turning off accelerator graphs" in logged and "a step of the noisy engine" in logged
     assert "UserWarning" in logged and "noisy engine step warning" in logged
+    assert 'href="engine.log"' in (report / "index.html").read_text(encoding="utf-8")  # the report links it
     lines = [line for line in out.splitlines() if line.startswith("engine log: ")]
     assert len(lines) == 1 and str(report / FILE_NAME) in lines[0], out
 

@@ -39,7 +39,7 @@ from graphcheck.report.model import (
 )
 
 #: Files another step of the run writes into the same folder, listed in index.html when present.
-COMPANION_FILES = ("fuzz.json", "summary.md")
+COMPANION_FILES = ("fuzz.json", "summary.md", "engine.log")  # engine.log: graphcheck.cli.engine_log
 
 
 def write_report(

@@ -52,6 +52,7 @@ class StepChart:
     cells: tuple[Cell, ...]
     ticks: tuple[tuple[float, str], ...]
     axis_y: float
+    axis_x: int = LABEL_W  # where the cells start, right of the lane labels
 
 
 def _pair_css(div: Divergence) -> str:
