@@ -201,6 +201,8 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
             found.first.headline() if found is not None and found.first else None,
             result.first_failure_at,
             found.scenario.name if found is not None and id(found) in reported else None,
+            result.coverage.graph_steps,
+            result.coverage.replayed_steps,
         )
 
     return [one(r) for r in fuzzed]

@@ -58,6 +58,8 @@ class SuiteRun:
     first: str | None = None  # the first divergence's headline
     first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
     scenario_name: str | None = None
+    graph_steps: int = 0  # the graph engine's steps over all examples
+    replayed_steps: int = 0  # of them, the steps that replayed a captured graph
 
 
 @dataclass(frozen=True)
