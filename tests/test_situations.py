@@ -30,6 +30,7 @@ from graphcheck.cli import main
 from graphcheck.cli.console import situations_table
 from graphcheck.cli.progress import suite_line
 from graphcheck.reference import decode
+from graphcheck.report.html import replayed_share
 from graphcheck.scenario import (
     SEED_MODULUS,
     AcceptOverride,
@@ -39,7 +40,6 @@ from graphcheck.scenario import (
     Scenario,
     validate,
 )
-from graphcheck.report.html import replayed_share
 from graphcheck.search.fuzz import fuzz_suite, write_fuzz_summary
 from graphcheck.step_result import StepResult
 from graphcheck.suites import SUITES
@@ -379,7 +379,10 @@ def test_a_search_tallies_every_example_and_writes_the_table(tmp_path: Path) -> 
     ]
     # every step of the built-in engine's graph twin is counted; the padding suite replays most of them
     assert 0 < result.coverage.replayed_steps < result.coverage.graph_steps <= result.steps
-    assert (data["graph_steps"], data["replayed_steps"]) == (result.coverage.graph_steps, result.coverage.replayed_steps)
+    assert (data["graph_steps"], data["replayed_steps"]) == (
+        result.coverage.graph_steps,
+        result.coverage.replayed_steps,
+    )
     assert data["suites"][0]["replayed_steps"] == result.coverage.replayed_steps
     assert f"({result.coverage.replayed_steps:,} replayed a graph)" in suite_line(result).plain
 
