@@ -313,6 +313,7 @@ def test_fuzzing_table_has_one_row_per_suite(fuzzed_clean: ReportPaths) -> None:
         "suite",
         "scenarios",
         "steps",
+        "replayed a graph",
         "seconds",
         "verdict",
         "shrink",
@@ -320,7 +321,7 @@ def test_fuzzing_table_has_one_row_per_suite(fuzzed_clean: ReportPaths) -> None:
         "examples to first failure",
     ]
     assert [r[0] for r in rows] == [name for name, _, _ in samples.SUITE_FIGURES]
-    assert rows[0] == ["addresses", "20", "150", "1.50", "clean", "—", "—", "—"]
+    assert rows[0] == ["addresses", "20", "150", "—", "1.50", "clean", "—", "—", "—"]
     assert rows[-1][:3] == ["lifecycle", "30", "220"]
 
 
@@ -332,6 +333,7 @@ def test_fuzzing_table_shows_the_divergence_and_links_its_scenario(fuzzed_diverg
         "padding",
         "37",
         "260",
+        "—",
         "2.50",
         "divergence",
         "shrunk",
@@ -348,13 +350,14 @@ def test_fuzzing_table_names_every_shrink_state(tmp_path: Path) -> None:
     out = named(samples.diverged_outcome(), "memory/unshrunk: device lost")
     head = out.first.headline()
     suites = [
-        SuiteRun("addresses", 8, 50, 0.5, True),
+        SuiteRun("addresses", 8, 50, 0.5, True, graph_steps=40, replayed_steps=30),
         SuiteRun("padding", 9, 60, 0.5, False, "interrupted", head, 2, None),
         SuiteRun("memory", 4, 30, 0.5, False, "unshrunk: device lost", head, 4, "memory/unshrunk: device lost"),
     ]
     paths = write([out], tmp_path / "states", suites=suites)
-    shrink = [r[5] for r in table_rows(paths.index_html, "fuzz-table")[1:]]
+    shrink = [r[6] for r in table_rows(paths.index_html, "fuzz-table")[1:]]
     assert shrink == ["—", "interrupted", "unshrunk: device lost"]
+    assert [r[3] for r in table_rows(paths.index_html, "fuzz-table")[1:]] == ["30 (75 %)", "—", "—"]
     text = text_of(paths.index_html)
     assert "smallest seen so far" in text and "poisoned the device" in text
 
@@ -457,6 +460,8 @@ def test_divergences_json_lists_the_suites(fuzzed_diverged) -> None:
         "scenario_name": "padding/shrunk",
         "situations_reached": 21,
         "situations_replayed": 17,
+        "graph_steps": 0,
+        "replayed_steps": 0,
         "outcome": 0,
     }
     assert doc["suites"][0]["outcome"] is None

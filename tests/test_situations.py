@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, find, given, settings
 
 from graphcheck.backends.devices import resolve
 from graphcheck.check.checker import Checker, check_scenario
-from graphcheck.check.records import CheckOutcome
+from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.check.situations import (
     SITUATION_NAMES,
     SITUATIONS,
@@ -28,7 +28,9 @@ from graphcheck.check.situations import (
 )
 from graphcheck.cli import main
 from graphcheck.cli.console import situations_table
+from graphcheck.cli.progress import suite_line
 from graphcheck.reference import decode
+from graphcheck.report.html import replayed_share
 from graphcheck.scenario import (
     SEED_MODULUS,
     AcceptOverride,
@@ -39,6 +41,7 @@ from graphcheck.scenario import (
     validate,
 )
 from graphcheck.search.fuzz import fuzz_suite, write_fuzz_summary
+from graphcheck.step_result import StepResult
 from graphcheck.suites import SUITES
 from graphcheck.suites.combinations import REASONING_TOUR, STOP_KINDS, combination_scenarios, plant_stop
 
@@ -374,6 +377,30 @@ def test_a_search_tallies_every_example_and_writes_the_table(tmp_path: Path) -> 
     assert [r["replayed_examples"] for r in data["situations"]] == [
         result.coverage.replayed.get(name, 0) for name in SITUATION_NAMES
     ]
+    # every step of the built-in engine's graph twin is counted; the padding suite replays most of them
+    assert 0 < result.coverage.replayed_steps < result.coverage.graph_steps <= result.steps
+    assert (data["graph_steps"], data["replayed_steps"]) == (
+        result.coverage.graph_steps,
+        result.coverage.replayed_steps,
+    )
+    assert data["suites"][0]["replayed_steps"] == result.coverage.replayed_steps
+    assert f"({result.coverage.replayed_steps:,} replayed a graph)" in suite_line(result).plain
+
+
+def test_replayed_steps_are_counted_from_the_graph_records_and_shown_as_a_share() -> None:
+    def record(step: int, used_graph: bool) -> StepRecord:
+        return StepRecord("graph", step, StepResult(step, ()), bucket=4 if used_graph else None, used_graph=used_graph)
+
+    outcome = CheckOutcome(validate(Scenario(EngineConfig(), (_request("r0"),), (), 3, "t")), "cpu", "emulated")
+    outcome.records["graph"] = [record(0, False), record(1, True), record(2, True)]
+    outcome.records["eager"] = [record(0, False)] * 3  # the eager twin's steps are not the graph engine's
+    tally = CoverageTally()
+    tally.add_steps(outcome)
+    tally = tally.merge(tally)
+    assert (tally.graph_steps, tally.replayed_steps) == (6, 4)
+    assert CoverageTally.from_dict(json.loads(json.dumps(tally.to_dict()))) == tally
+    assert CoverageTally.from_dict({"examples": 1}).graph_steps == 0  # an older job's file
+    assert replayed_share(4, 6) == "4 (66 %)" and replayed_share(0, 0) == "—"
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))

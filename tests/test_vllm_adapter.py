@@ -4,13 +4,16 @@ line a missing vLLM gives. (``tests/test_vllm_engine.py`` runs vLLM itself, in `
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import graphcheck
 from graphcheck.buckets import BucketPolicy, Pad, PathPolicy, size_mask, sizes_of
 from graphcheck.check.bucket_check import check_unused_graph
 from graphcheck.contract import contract_named
@@ -121,3 +124,69 @@ def test_engine_vllm_without_vllm_is_one_line_and_exit_3():
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "./dev.sh vllm" in lines[0] and "Traceback" not in done.stderr
+
+
+# -- the KV rows the vLLM adapter declares (graphcheck.engines.vllm.state) ------------------------------
+
+
+def _state_module():
+    """graphcheck.engines.vllm.state, loaded from its file: the package itself refuses to import without vLLM."""
+    path = Path(graphcheck.__file__).parent / "engines" / "vllm" / "state.py"
+    spec = importlib.util.spec_from_file_location("_vllm_state_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _packing_writer(key, value, key_cache, value_cache, slots) -> None:
+    """A cache writer that packs keys transposed ([head_size, block_size]) and values as rows, as a vector
+    ISA might: the layout must be learnt from the writer, never assumed."""
+    block = key_cache.shape[2]
+    for token, slot in enumerate(slots.tolist()):
+        b, t = divmod(slot, block)
+        key_cache[b, 0].view(-1, block)[:, t] = key[token, 0]
+        value_cache[b, 0, t] = value[token, 0]
+
+
+def test_kv_rows_follow_each_request_through_its_own_blocks() -> None:
+    kv_rows = _state_module().kv_rows
+
+    rows = kv_rows([(1, [3, 0], 5), (0, [2], 2), (2, [], 0)], block_size=4)
+    assert rows.positions.tolist() == [0, 1, 2, 3, 4, 0, 1]
+    assert rows.owners.tolist() == [1, 1, 1, 1, 1, 0, 0]
+    assert rows.physical.tolist() == [12, 13, 14, 15, 0, 8, 9]
+    with pytest.raises(ValueError, match="cannot hold"):
+        kv_rows([(0, [1], 5)], block_size=4)
+
+
+def test_the_block_layout_is_learnt_from_the_writer_and_reads_every_token_back() -> None:
+    torch = pytest.importorskip("torch")
+    state_module = _state_module()
+    cache_state, kv_rows, learn_layout = state_module.cache_state, state_module.kv_rows, state_module.learn_layout
+
+    block, head = 4, 3
+    layout = learn_layout(_packing_writer, torch, block, head)
+    assert layout.keys[1].tolist() == [1, 5, 9]  # transposed: a token's key elements are a block apart
+    cache = torch.zeros(5, 1, block, 2 * head)
+    key_cache, value_cache = cache.view(5, 1, 2 * block, head).chunk(2, dim=2)
+    keys = torch.arange(6 * head, dtype=torch.float32).reshape(6, 1, head) + 1
+    _packing_writer(keys, -keys, key_cache, value_cache, torch.tensor([12, 13, 14, 15, 0, 8]))
+    rows = kv_rows([(0, [3, 0], 5), (1, [2], 1)], block)
+    state = cache_state("kv_caches.0", cache, rows, layout, torch)
+    assert state.values.shape == (6, 1, 2, head) and state.rows.tolist() == [0, 1, 2, 3, 4, 0]
+    assert np.array_equal(state.values[:, 0, 0], keys[:, 0].numpy())  # every token's key, in request order
+    assert np.array_equal(state.values[:, 0, 1], -keys[:, 0].numpy())
+    empty = cache_state("kv_caches.0", cache, kv_rows([], block), layout, torch)
+    assert empty.values.shape == (0, 1, 2, head)
+
+
+def test_a_writer_that_drops_elements_is_refused() -> None:
+    torch = pytest.importorskip("torch")
+    learn_layout = _state_module().learn_layout
+
+    def lossy(key, value, key_cache, value_cache, slots) -> None:
+        _packing_writer(key, value, key_cache, value_cache, slots)
+        key_cache[0, 0, 0, 0] = 0.0
+
+    with pytest.raises(RuntimeError, match="unwritten"):
+        learn_layout(lossy, torch, 4, 3)

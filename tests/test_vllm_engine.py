@@ -106,7 +106,7 @@ def test_forced_accept_patterns_reach_vllms_greedy_verify(checks):
         ("vllm-slot-tail-stale", 0, "token"),
         ("vllm-rebind-input-ids", 0, "address"),
         ("vllm-kv-slots-temporary", 0, "token"),
-        ("vllm-drafter-positions-temporary", 1, "token"),
+        ("vllm-drafter-positions-temporary", 1, "state"),
         ("vllm-wasted-graph", 1, "shape"),
     ],
 )
@@ -134,4 +134,17 @@ def test_a_ci_run_is_clean_and_reports_its_replayed_steps(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     fuzz = json.loads(next(tmp_path.glob("*/fuzz.json")).read_text())
-    assert fuzz
+    suites = {entry["suite"] for entry in fuzz["suites"]}
+    assert {"accept", "combinations"} <= suites  # the MTP suites run on vLLM
+    assert 0 < fuzz["graph_steps"] and 2 * fuzz["replayed_steps"] >= fuzz["graph_steps"]  # graphs on most steps
+    reached = {row["situation"] for row in fuzz["situations"] if row["examples"]}
+    assert any(name.startswith("k=") for name in reached)
+    assert "replayed a graph" in done.stdout + done.stderr
+
+
+def test_both_engines_declare_the_kv_rows_of_their_live_requests(checks):
+    """The state check compares the KV caches (target's and drafter's layers) row by row: a drafter
+    writing its keys at frozen positions shows in the drafter's cache at the step it happens."""
+    outcome = checks(_scenario(1, full=True), faults=("vllm-drafter-positions-temporary",))
+    state = [d for d in outcome.failures if d.kind == "state"]
+    assert state and state[0].tensor.startswith("kv_caches.") and state[0].request_id is not None

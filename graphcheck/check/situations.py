@@ -463,12 +463,16 @@ def _reasoning(run: _Run) -> Iterator[_Event]:
 @dataclass
 class CoverageTally:
     """Situations over a search: how many examples hit each, how many of those diverged, and how
-    many hit it on a replayed step (``replayed``, :func:`situations_reached`)."""
+    many hit it on a replayed step (``replayed``, :func:`situations_reached`); and how many of the
+    graph engine's steps replayed a captured graph (``graph_steps``, ``replayed_steps``): a run whose
+    engine fell back to eager on most steps checked little of its graphs."""
 
     examples: int = 0
     hits: Counter[str] = field(default_factory=Counter)
     diverging: Counter[str] = field(default_factory=Counter)
     replayed: Counter[str] = field(default_factory=Counter)
+    graph_steps: int = 0
+    replayed_steps: int = 0
 
     def add(self, hit: Iterable[str], *, diverged: bool, replayed: Iterable[str] = ()) -> None:
         """One example: ``hit``, the situations it reached; ``replayed``, those it reached on a replayed step."""
@@ -483,6 +487,12 @@ class CoverageTally:
         """One example, from :func:`situations_reached`."""
         self.add(reached.anywhere, diverged=diverged, replayed=reached.replayed)
 
+    def add_steps(self, outcome: CheckOutcome) -> None:
+        """The graph engine's steps of one example, and how many of them replayed a graph."""
+        steps = outcome.records.get("graph", [])
+        self.graph_steps += len(steps)
+        self.replayed_steps += sum(1 for record in steps if record.used_graph)
+
     def merge(self, other: CoverageTally) -> CoverageTally:
         """The tally of both searches (a new object)."""
         return CoverageTally(
@@ -490,6 +500,8 @@ class CoverageTally:
             self.hits + other.hits,
             self.diverging + other.diverging,
             self.replayed + other.replayed,
+            self.graph_steps + other.graph_steps,
+            self.replayed_steps + other.replayed_steps,
         )
 
     def missing(self) -> list[str]:
@@ -506,6 +518,8 @@ class CoverageTally:
             "hits": dict(self.hits),
             "diverging": dict(self.diverging),
             "replayed": dict(self.replayed),
+            "graph_steps": self.graph_steps,
+            "replayed_steps": self.replayed_steps,
         }
 
     @classmethod
@@ -515,6 +529,8 @@ class CoverageTally:
             Counter(data.get("hits", {})),
             Counter(data.get("diverging", {})),
             Counter(data.get("replayed", {})),
+            int(data.get("graph_steps", 0)),
+            int(data.get("replayed_steps", 0)),
         )
 
 

@@ -204,6 +204,8 @@ def suite_runs(fuzzed: Sequence[FuzzResult], outcomes: Sequence[CheckOutcome]) -
             found.scenario.name if found is not None and id(found) in reported else None,
             sum(1 for n in SITUATION_NAMES if result.coverage.hits.get(n)),
             sum(1 for n in SITUATION_NAMES if result.coverage.replayed.get(n)),
+            graph_steps=result.coverage.graph_steps,
+            replayed_steps=result.coverage.replayed_steps,
         )
 
     return [one(r) for r in fuzzed]

@@ -109,9 +109,15 @@ class RunProgress:
         return f"shrinking: {plural(search.examples, 'scenario')} checked, smallest {requests} req x {steps} steps"
 
 
+def _replayed(result: FuzzResult) -> str:
+    """`` (412 replayed a graph)``, of the graph engine's steps; "" when it ran none."""
+    steps = result.coverage.graph_steps
+    return f" ({result.coverage.replayed_steps:,} replayed a graph)" if steps else ""
+
+
 def suite_line(result: FuzzResult) -> Text:
     """``suite padding: clean, 37 scenarios, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
-    counts = f"{plural(result.examples, 'scenario')}, {plural(result.steps, 'step')}, {result.elapsed_s:.1f}s"
+    counts = f"{plural(result.examples, 'scenario')}, {plural(result.steps, 'step')}{_replayed(result)}, {result.elapsed_s:.1f}s"
     text = Text(f"suite {one_line(result.suite)}: ")
     if result.outcome is None or result.outcome.clean:
         text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")

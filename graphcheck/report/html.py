@@ -53,6 +53,8 @@ class SuiteRow:
     suite: str
     examples: int
     steps: int
+    graph_steps: int  # the graph engine's steps
+    replayed_steps: int  # of them, those that replayed a graph
     seconds: str
     clean: bool
     shrink: str  # "—" for "-"
@@ -63,12 +65,23 @@ class SuiteRow:
     scenario: str
     anchor: str  # the outcome section this suite's divergence is shown in, "" when none
 
+    @property
+    def replayed(self) -> str:
+        return replayed_share(self.replayed_steps, self.graph_steps)
+
+
+def replayed_share(replayed: int, steps: int) -> str:
+    """``412 (80 %)``: how many of the graph engine's ``steps`` replayed a graph ("—" without steps)."""
+    return "—" if steps == 0 else f"{replayed:,} ({100 * replayed // steps} %)"
+
 
 def suite_row(run: SuiteRun, index: int | None) -> SuiteRow:
     return SuiteRow(
         suite=run.suite,
         examples=run.examples,
         steps=run.steps,
+        graph_steps=run.graph_steps,
+        replayed_steps=run.replayed_steps,
         seconds=f"{run.elapsed_s:.2f}",
         clean=run.clean,
         shrink="—" if run.shrink == "-" else run.shrink,
@@ -122,6 +135,10 @@ class RunView:
             text += f" ({diverged} diverged)"
         examples, steps = sum(s.examples for s in self.suites), sum(s.steps for s in self.suites)
         text += f": {examples:,} scenario{'' if examples == 1 else 's'}, {steps:,} step{'' if steps == 1 else 's'}"
+        graph_steps = sum(s.graph_steps for s in self.suites)
+        if graph_steps:
+            replayed = sum(s.replayed_steps for s in self.suites)
+            text += f", {replayed_share(replayed, graph_steps)} of the graph engine's steps replayed a graph"
         if self.other_outcomes:
             text += f"; {self.other_outcomes} built-in scenario{'' if self.other_outcomes == 1 else 's'} checked"
         return text

@@ -60,6 +60,8 @@ class SuiteRun:
     scenario_name: str | None = None
     situations_reached: int | None = None  # situations its scenarios reached (None: not counted)
     situations_replayed: int | None = None  # of them, reached on a replayed step
+    graph_steps: int = 0  # the graph engine's steps over all examples
+    replayed_steps: int = 0  # of them, the steps that replayed a captured graph
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ def _where(outcome: CheckOutcome | None) -> str | None:
 
 def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: Iterable[str] = (), **run: Any) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
-    figures, ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
+    figures (``graph_steps``: the graph engine's steps, ``replayed_steps``: of them, those that replayed a
+    graph; also for the whole run), ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
     and ``situations`` (examples per situation reached) with ``situations_replayed`` (of them, the
     examples that reached it on a replayed step); then ``situations``, the run's situation table
     (graphcheck.check.situations: every situation, the examples that reached it, how many on a
@@ -122,6 +123,8 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
             "suite": r.suite,
             "examples": r.examples,
             "steps": r.steps,
+            "graph_steps": r.coverage.graph_steps,
+            "replayed_steps": r.coverage.replayed_steps,
             "elapsed_s": round(r.elapsed_s, 3),
             "first_failure_at": r.first_failure_at,
             "ambiguous_examples": r.ambiguous_examples,
@@ -141,6 +144,8 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
     summary = {
         "run": run,
         "numeric": numeric.to_dict(),
+        "graph_steps": tally.graph_steps,
+        "replayed_steps": tally.replayed_steps,
         "suites": entries,
         "situations": [row.to_dict() for row in situation_table(tally, involved)],
         "situations_missing": tally.missing(),
@@ -484,6 +489,7 @@ class _Search:
         A situation reached on a replayed step is counted a second time, apart (``CoverageTally.replayed``)."""
         reached = situations_reached(scenario, outcome)
         self.coverage.add_reached(reached, diverged=not outcome.clean)
+        self.coverage.add_steps(outcome)
         self.numeric.add(outcome.numeric)
         for name in sorted(reached.anywhere):
             event(f"situation: {name}")

@@ -33,13 +33,17 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+import numpy as np
+
 from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.engines.vllm import faults as vllm_faults
 from graphcheck.engines.vllm import runtime
+from graphcheck.engines.vllm import state as vllm_state
 from graphcheck.engines.vllm.capabilities import BLOCK_SIZE, CAPABILITIES, METHODS, capture_tokens, limits, vllm_options
 from graphcheck.engines.vllm.model import model_folder
 from graphcheck.model_report import ModelStep
 from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.state import EngineState
 from graphcheck.step_result import RequestStep, StepResult
 
 #: The ngram proposer's look-up window (prompt lookup decoding).
@@ -146,6 +150,7 @@ class Engine:
         self._requests: dict[str, Any] = {}  # request id -> the scheduler's Request (kept after it finishes)
         self._info: StepInfo | None = None
         self._report: dict[str, ModelStep] = {}
+        self._layout: vllm_state.BlockLayout | None = None
         self._instrument()
         vllm_faults.after_build(self.model_runner, self._faults)
         self._graphs = self._collect_graphs() if use_graphs else {}
@@ -446,6 +451,59 @@ class Engine:
 
     def model_report(self) -> dict[str, ModelStep]:
         return dict(self._report)
+
+    def state_snapshot(self, *, during_step: bool = False) -> EngineState:
+        """The KV rows running requests computed and the step's real input rows (``vllm.state``).
+
+        ``during_step`` (a kernel trace) gives the same rows: the cache rows of what was computed before
+        the step, which the step reads, and the inputs it packed."""
+        runner, order = self.model_runner, self._batch_order()
+        live = [
+            (order.get(rid, -1), self.scheduler.kv_cache_manager.get_block_ids(r.request_id)[0], r.num_computed_tokens)
+            for rid, r in sorted(self._requests.items())
+            if not r.is_finished() and r.request_id in self.scheduler.requests and r.num_computed_tokens
+        ]
+        rows, layout = vllm_state.kv_rows(live, BLOCK_SIZE), self._block_layout()
+        buffers = [
+            vllm_state.cache_state(f"kv_caches.{i}", cache, rows, layout, self.torch)
+            for i, cache in enumerate(runner.kv_caches)
+        ]
+        tokens = self._token_owners()
+        for name in vllm_state.TOKEN_INPUTS:
+            held = getattr(runner, name)
+            device_side = getattr(held, "gpu", held)  # a CpuGpuBuffer's device tensor, or the tensor itself
+            label = f"runner.{name}.gpu" if device_side is not held else f"runner.{name}"
+            buffers.append(vllm_state.token_state(label, device_side, tokens))
+        return EngineState(tuple(buffers))
+
+    def _block_layout(self) -> vllm_state.BlockLayout:
+        """Where the CPU attention's cache writer puts a block's tokens, asked of the writer once."""
+        if self._layout is None:
+            from vllm import _custom_ops
+
+            context = self.model_runner.vllm_config.compilation_config.static_forward_context
+            isa = next(layer.isa for layer in context.values() if hasattr(layer, "isa"))
+
+            def write(key: Any, value: Any, key_cache: Any, value_cache: Any, slots: Any) -> None:
+                _custom_ops.cpu_attn_reshape_and_cache(key, value, key_cache, value_cache, slots, isa)
+
+            head_size = int(self.model_runner.kv_caches[0].shape[-1]) // 2
+            self._layout = vllm_state.learn_layout(write, self.torch, BLOCK_SIZE, head_size)
+        return self._layout
+
+    def _batch_order(self) -> dict[str, int]:
+        """request id -> its place in the last step's batch (the slot the step info gives it)."""
+        return {rid: slot for rid, slot in (self._info.slots if self._info is not None else ())}
+
+    def _token_owners(self) -> np.ndarray:
+        """The place in the batch of every real token the last step packed, in packed order."""
+        info = self._info
+        if info is None or not info.slots:
+            return np.zeros(0, np.int64)
+        runs = info.schedule.runs
+        scheduled = self._trace.scheduled
+        counts = [int(scheduled.num_scheduled_tokens[self._requests[r.request_id].request_id]) for r in runs]
+        return np.repeat(np.arange(len(runs), dtype=np.int64), counts)
 
 
 def _segmented(capture: Any, label: str) -> SegmentedGraph:
