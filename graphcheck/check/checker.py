@@ -120,8 +120,7 @@ class Checker:
             drawn = st.tuples(
                 *(st.just(pinned[o.name]) if o.name in pinned else st.sampled_from(o.choices) for o in options)
             )
-            names = tuple(o.name for o in options)
-            strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], names, pair[1]))
+            strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], options, pair[1]))
         return strategy.map(self.prepare)
 
     def missing_for(self, requires: Sequence[str]) -> tuple[str, ...]:
@@ -250,7 +249,9 @@ def check_scenario(
 __all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario"]
 
 
-def _with_options(scenario: Scenario, names: tuple[str, ...], values: tuple[int, ...]) -> Scenario:
-    """``scenario`` with engine options ``names`` set to ``values``."""
-    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(zip(names, values))))
+def _with_options(scenario: Scenario, options: Sequence[Any], drawn: tuple[int, ...]) -> Scenario:
+    """``scenario`` with the engine's ``options`` set to the ``drawn`` choices (a size drawn from what its
+    requests need made a size: ``EngineOption.sized``)."""
+    values = tuple((o.name, o.sized(choice, scenario)) for o, choice in zip(options, drawn))
+    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(values)))
     return dataclasses.replace(scenario, config=config)

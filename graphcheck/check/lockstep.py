@@ -444,6 +444,7 @@ class Lockstep:
             info.padded_tokens,
             bindings,
             engine.memory_bytes() if replayed else 0,
+            getattr(info, "schedule", None),
         )
 
     # ------------------------------------------------------------------ checks
@@ -471,7 +472,7 @@ class Lockstep:
     def _schedules(self, step: int) -> list[Divergence]:
         """An engine that schedules for itself must schedule eager and graph alike (until a near tie parts them)."""
         eager, graph = (getattr(e.last_step_info, "schedule", None) for _, e in self._engines())
-        if eager is None or graph is None or eager == graph or self._parting.parted:
+        if eager is None or graph is None or _same_runs(eager, graph) or self._parting.parted:
             return []
         return [
             Divergence(
@@ -714,6 +715,11 @@ _OOM_MESSAGES = (
     "resourceexhausted",
     "memory allocation failed",
 )
+
+
+def _same_runs(eager: Any, graph: Any) -> bool:
+    """Whether two schedules ran the same requests alike (their cache reports are the engines' own)."""
+    return (eager.runs, eager.pipeline_depth) == (graph.runs, graph.pipeline_depth)
 
 
 def is_out_of_memory(exc: BaseException | None) -> bool:

@@ -56,6 +56,7 @@ class StepRecord:
     padded_tokens: int = 0
     bindings: tuple[Binding, ...] = ()
     memory_bytes: int = 0  # measured on the steps the graph engine replayed a graph (0 elsewhere)
+    schedule: Any = None  # the engine's own Schedule of the step (graphcheck.schedule), where it reports one
 
     def slot_of(self) -> dict[str, int]:
         return dict(self.slots)

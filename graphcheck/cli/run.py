@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from graphcheck import github
 from graphcheck.backends.devices import resolve
+from graphcheck.check.applicable import applicability, left_out_line
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
@@ -119,7 +120,8 @@ def run_command(args: argparse.Namespace) -> int:
         if not interrupted and all(o.engine_error is None for o in outcomes):
             pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
-        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
+        applicable = applicability(plan.engine.capabilities)
+        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved, applicable)
         paths, info, unwritten = None, None, None
         with ledger() as written:
             try:
@@ -127,6 +129,7 @@ def run_command(args: argparse.Namespace) -> int:
                     plan.out_dir / "fuzz.json",
                     fuzzed,
                     involved=involved,
+                    applicable=applicable,
                     seed=plan.seed,
                     jobs=plan.jobs,
                     database=plan.database.describe(),
@@ -142,6 +145,8 @@ def run_command(args: argparse.Namespace) -> int:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
             console.print(situations_table(situations))
+            if applicable.left_out:
+                console.print(left_out_line(applicable), markup=False, highlight=False)
         _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted, unwritten)
     if publish and paths is not None:
         publish_github(args, outcomes, fuzzed, paths, info)

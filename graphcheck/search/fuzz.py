@@ -33,6 +33,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky, Unsatisfiable
 
+from graphcheck.check.applicable import Applicability, applicability
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.memory_gate import MemoryLimitError
@@ -106,7 +107,14 @@ def _where(outcome: CheckOutcome | None) -> str | None:
     return outcome.localisation.headline()
 
 
-def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: Iterable[str] = (), **run: Any) -> None:
+def write_fuzz_summary(
+    path: Path,
+    results: Sequence[FuzzResult],
+    *,
+    involved: Iterable[str] = (),
+    applicable: Applicability | None = None,
+    **run: Any,
+) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
     figures (``graph_steps``: the graph engine's steps, ``replayed_steps``: of them, those that replayed a
     graph; also for the whole run), ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
@@ -117,7 +125,9 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
     ``involved``, reach it), ``situations_missing``, the ones no example reached, and
     ``situations_missing_on_replay``, the ones none reached on a replayed step. ``numeric`` (run and suite; null for the
     exact model): the float calibrations used (measured noise floor, band, ceiling, drift level), the
-    largest score difference eager vs graph any example showed, and the float examples counted."""
+    largest score difference eager vs graph any example showed, and the float examples counted.
+    ``applicable`` (graphcheck.check.applicable): the table and both missing lists count only the
+    situations the engine can reach; ``situations_left_out`` names the others, each with why."""
     entries = [
         {
             "suite": r.suite,
@@ -147,9 +157,10 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
         "graph_steps": tally.graph_steps,
         "replayed_steps": tally.replayed_steps,
         "suites": entries,
-        "situations": [row.to_dict() for row in situation_table(tally, involved)],
-        "situations_missing": tally.missing(),
-        "situations_missing_on_replay": tally.missing_on_replay(),
+        "situations": [row.to_dict() for row in situation_table(tally, involved, applicable)],
+        "situations_missing": tally.missing(applicable),
+        "situations_missing_on_replay": tally.missing_on_replay(applicable),
+        "situations_left_out": dict(applicable.left_out) if applicable is not None else {},
     }
     write_atomic(path, json.dumps(summary, indent=2) + "\n")  # whole or not at all (a full disk)
 
@@ -433,6 +444,7 @@ class _Search:
         self.coverage = CoverageTally()
         self.numeric = NumericTally()
         self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
+        self.applicable = applicability(getattr(checker.engine, "capabilities", None))
 
     def judge(self, scenario: Scenario) -> Scenario | None:
         """``scenario`` when it diverges, else None."""
@@ -487,7 +499,7 @@ class _Search:
         same batch again and again (a thorough search drew 374 distinct scenarios of 1,600 with
         it, 554 without); the rare situations are built directly instead (suite ``combinations``).
         A situation reached on a replayed step is counted a second time, apart (``CoverageTally.replayed``)."""
-        reached = situations_reached(scenario, outcome)
+        reached = situations_reached(scenario, outcome, self.applicable)
         self.coverage.add_reached(reached, diverged=not outcome.clean)
         self.coverage.add_steps(outcome)
         self.numeric.add(outcome.numeric)
