@@ -179,6 +179,7 @@ class Lockstep:
         self.timings = timings
         self._pool = pool
         self._keys: dict[str, PoolKey] = {}
+        self._histories: dict[str, tuple[Scenario, ...]] = {}  # "eager" / "graph": what the pooled engine ran before
         self._broken: set[str] = set()  # "eager" / "graph": raised in a step, never given back
         self.capabilities = capabilities_of(factory)
         oracle_name = resolve_oracle(oracle, scenario.config, self.capabilities.schedule)
@@ -272,8 +273,10 @@ class Lockstep:
         if self._pool is not None:
             key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
             self._keys["graph" if use_graphs else "eager"] = key
-            engine = self._pool.take(key)
-            if engine is not None:
+            taken = self._pool.take_with_history(key)
+            if taken is not None:
+                engine, self._histories["graph" if use_graphs else "eager"] = taken
+                self.outcome.history = max(self._histories.values(), key=len)
                 return engine
         engine = build_guarded(
             self._engine_label, factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults
@@ -286,7 +289,8 @@ class Lockstep:
         for source in ("eager", "graph"):
             engine = getattr(self, source)
             if self._pool is not None and engine is not None and source not in self._broken:
-                self._pool.give(self._keys[source], engine)
+                ran = self._histories.get(source, ()) + (self.scenario,)
+                self._pool.give(self._keys[source], engine, ran)
         self._pool = None
 
     # ------------------------------------------------------------------ running

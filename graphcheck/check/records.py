@@ -155,6 +155,9 @@ class CheckOutcome:
     engine: str = "builtin"
     #: A float model's calibration and step-by-step differences (graphcheck.check.noise.NumericTrace).
     numeric: Any = None
+    #: The scenarios the engine pair had run before this one since it was built (a pooled pair; reset
+    #: after each): what a divergence may depend on (``graphcheck.search.history``).
+    history: tuple[Scenario, ...] = ()
 
     @property
     def failures(self) -> list[Divergence]:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from graphcheck import github
 from graphcheck.backends.devices import resolve
 from graphcheck.check.applicable import applicability, left_out_line
+from graphcheck.check.chain import history_line
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
@@ -233,6 +234,9 @@ def _print_verdict(
     where = where_line(first)
     if where is not None:
         console.print(where)
+    history = history_line(first.scenario) if first is not None and not first.clean else None
+    if history is not None:
+        console.print(history, markup=False, highlight=False)
     if unwritten is not None:
         console.print(report_unwritten(plan.out_dir, unwritten), markup=False, highlight=False)
         return

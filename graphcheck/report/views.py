@@ -92,6 +92,8 @@ class OutcomeView:
     localisation: LocalisationView | None = None
     #: A float run's calibration and step-by-step differences (graphcheck.report.numeric_view).
     numeric: Any = None
+    #: The scenarios the engine pair ran before this one (``Scenario.history``), one line each.
+    history: list[str] = field(default_factory=list)
 
     @property
     def failure_count(self) -> int:

@@ -49,6 +49,7 @@ from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
 from graphcheck.search.database import KeyedDatabase
 from graphcheck.search.determinism import seed_only
+from graphcheck.search.history import NeedsHistory, shrink_history
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
 
@@ -405,10 +406,12 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        outcome = checker.run(shrunk, localise=True)
+        outcome = checker.with_pool(None).run(shrunk, localise=True)  # fresh engines: the scenario alone
         if outcome.clean:  # it diverged in the search
             raise EngineNondeterministic(name, shrunk, pending_path if pending_path.is_file() else None)
         return search.result(outcome)
+    except NeedsHistory as needs:
+        return search.result(_with_history(name, checker, needs, pending_path))
     except Flaky as flaky:
         error = _not_repeated(name, flaky, search.smallest, pending_path)
         if error is flaky:
@@ -420,6 +423,25 @@ def fuzz_suite(
         raise stop.error from None
     except KeyboardInterrupt:
         raise SearchInterrupted(search.result(search.smallest, interrupted=True)) from None
+
+
+def _with_history(name: str, checker: Checker, needs: NeedsHistory, pending_path: Path) -> CheckOutcome:
+    """The finding of a divergence that needs the engine pair's history: run again with that history on a
+    fresh pair, shrunk (``graphcheck.search.history``) and localised."""
+    fresh = checker.with_pool(None)
+    scenario = dataclasses.replace(needs.scenario, name=f"{name}/shrunk")
+    write_pending(pending_path, scenario)
+    found = fresh.run(scenario)
+    if found.clean or found.device_error or found.engine_error or found.hung:
+        if not found.clean:  # stopped: reported as it is, unshrunk
+            return found
+        raise EngineNondeterministic(name, scenario, pending_path if pending_path.is_file() else None)
+    shrunk = shrink_history(fresh.run, found).scenario
+    write_pending(pending_path, shrunk)
+    outcome = fresh.run(shrunk, localise=True)
+    if outcome.clean:
+        raise EngineNondeterministic(name, shrunk, pending_path if pending_path.is_file() else None)
+    return outcome
 
 
 class _Search:
@@ -444,6 +466,8 @@ class _Search:
         self.coverage = CoverageTally()
         self.numeric = NumericTally()
         self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
+        self.failed: set[Scenario] = set()  # scenarios that diverged (on a fresh pair, or alone)
+        self.needs_history: CheckOutcome | None = None  # a divergence that did not repeat on a fresh pair
         self.applicable = applicability(getattr(checker.engine, "capabilities", None))
 
     def judge(self, scenario: Scenario) -> Scenario | None:
@@ -469,9 +493,11 @@ class _Search:
         return None
 
     def diverges(self, scenario: Scenario) -> bool:
+        if scenario in self.failed:  # judged once: the same verdict, whatever the pool holds now
+            return True
         write_pending(self.pending_path, scenario)
         try:
-            outcome = self.checker.run(scenario)
+            outcome = self._run(scenario)
         except NOT_FINDINGS as error:  # Hypothesis must not shrink it
             raise _NotAFinding(error) from None
         self.examples += 1
@@ -490,7 +516,25 @@ class _Search:
             self.on_progress(self.progress())
         if outcome.device_error or outcome.engine_error or outcome.hung:
             raise DeviceLost(outcome)
+        if self.needs_history is not None:
+            raise NeedsHistory(self.needs_history)
+        if not outcome.clean:
+            self.failed.add(scenario)
         return not outcome.clean
+
+    def _run(self, scenario: Scenario) -> CheckOutcome:
+        """The lockstep run of ``scenario`` on pooled engines; a divergence there after earlier scenarios is
+        run again on a fresh pair: diverging again, that run is the outcome; clean, the divergence needs the
+        pair's history (``needs_history``: the search stops with :class:`NeedsHistory`)."""
+        outcome = self.checker.run(scenario)
+        stopped = outcome.device_error or outcome.engine_error or outcome.hung
+        if outcome.clean or stopped or not outcome.history:
+            return outcome
+        fresh = self.checker.with_pool(None).run(scenario)
+        if fresh.clean:
+            self.needs_history = outcome
+            return outcome
+        return fresh
 
     def _record_situations(self, scenario: Scenario, outcome: CheckOutcome) -> None:
         """Tally the situations the example reached, and tell Hypothesis (its statistics show them as events).
