@@ -264,8 +264,8 @@ class EngineNondeterministic(DivergenceError):
         where = f"kept in {kept}: `graphcheck replay` it" if kept is not None else "not kept (the disk refused it)"
         super().__init__(
             f"suite {one_line(suite)}: the engine gave different results for the same scenario "
-            f"{one_line(scenario.name or '(unnamed)')}: it diverged once and ran clean when run again (a "
-            f"nondeterministic engine, or one whose reset keeps state from an earlier scenario), so the search "
+            f"{one_line(scenario.name or '(unnamed)')}: it diverged once and ran clean when run again on a fresh "
+            f"engine pair, after the scenarios it had run after too (a nondeterministic engine), so the search "
             f"cannot go on; the scenario is {where}"
         )
         self.suite, self.scenario, self.kept = suite, scenario, kept
