@@ -447,6 +447,7 @@ def test_a_parallel_job_carries_its_tally() -> None:
 
 
 def test_situations_an_engine_cannot_reach_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
     from graphcheck.engines.hf_cb.capabilities import CAPABILITIES as HF_CB
 
     builtin = applicability(Checker(resolve("cpu")).engine.capabilities)

@@ -222,48 +222,77 @@ class Engine:
         """Count, on this engine's own cache and offloading manager, the block allocations that fail and the
         requests evicted while a batch is scheduled (``Schedule.cache``); a version without them reports none."""
         pressure = self._pressure
-        can_store = getattr(self.cache, "can_store_request_tokens", None)
         offloading = getattr(self.processor, "offloading_manager", None)
         offload = getattr(offloading, "offload_requests", None)
-        if can_store is None or offload is None:
+        if offload is None or not self._watch_allocations():
             return
         scheduler = self.processor.scheduler
 
-        def can_store_request_tokens(state: Any, request_len: int, dry_run: bool = False) -> bool:
-            fits = can_store(state, request_len, dry_run)
-            if not fits and not dry_run:
-                pressure.failed.append(state.request_id)
-            return fits
-
-        def offload_requests() -> bool:
+        def offload_requests() -> Any:
             active = set(scheduler.active_requests)
             done = offload()
             pressure.offloaded += sorted(active - set(scheduler.active_requests))
             return done
 
-        self.cache.can_store_request_tokens = can_store_request_tokens
         offloading.offload_requests = offload_requests
         pressure.enabled = True
+
+    def _watch_allocations(self) -> bool:
+        """Count failed block allocations: ``can_store_request_tokens`` (5.23) or ``allocate_blocks`` (5.17,
+        None when it fails); False where the version has neither."""
+        failed = self._pressure.failed
+        can_store = getattr(self.cache, "can_store_request_tokens", None)
+        if can_store is not None:
+
+            def can_store_request_tokens(state: Any, request_len: int, dry_run: bool = False) -> bool:
+                fits = can_store(state, request_len, dry_run)
+                if not fits and not dry_run:
+                    failed.append(state.request_id)
+                return fits
+
+            self.cache.can_store_request_tokens = can_store_request_tokens
+            return True
+        allocate = getattr(self.cache, "allocate_blocks", None)
+        if allocate is None:
+            return False
+
+        def allocate_blocks(n_blocks: int, request_id: str, allocated_blocks: int) -> Any:
+            got = allocate(n_blocks, request_id, allocated_blocks)
+            if got is None:
+                failed.append(request_id)
+            return got
+
+        self.cache.allocate_blocks = allocate_blocks
+        return True
 
     def _cache_report(self, scheduled: set[str]) -> CacheReport | None:
         """The cache once the batch was scheduled (None where the version's cache was not watched)."""
         pressure = self._pressure
         if not pressure.enabled:
             return None
-        total = int(getattr(self.cache, "num_sectors", 0) or getattr(self.cache, "num_blocks", 0))
-        share = getattr(self.cache, "compute_free_capacity", None)
-        free = round(float(share(relative=True)) * total) if callable(share) else total
+        total, free = self._blocks()
         waiting = tuple(sorted({r for r in pressure.failed if r not in scheduled} | self._held_back(scheduled)))
         report = CacheReport(total, free, len(pressure.failed), waiting, tuple(dict.fromkeys(pressure.offloaded)))
         pressure.clear()
         return report
 
+    def _blocks(self) -> tuple[int, int]:
+        """The cache's blocks (sectors, 5.23) in all and free."""
+        cache = self.cache
+        share = getattr(cache, "compute_free_capacity", None)
+        if callable(share):
+            total = int(getattr(cache, "num_sectors", 0) or getattr(cache, "num_blocks", 0))
+            return total, round(float(share(relative=True)) * total)
+        total = int(getattr(cache, "num_blocks", 0))
+        count = getattr(cache, "get_num_free_blocks", None)
+        return total, int(count()) if callable(count) else total
+
     def _short_of_margin(self) -> bool:
         """Whether less of the cache is free than the scheduler's safety margin, which then admits no new
         prefill beside others (checked before the batch is scheduled, as the scheduler does)."""
-        share = getattr(self.cache, "compute_free_capacity", None)
         margin = getattr(self.processor.scheduler, "safety_margin", None)
-        return callable(share) and margin is not None and float(share(relative=True)) < float(margin)
+        total, free = self._blocks()
+        return margin is not None and total > 0 and free / total < float(margin)
 
     def _held_back(self, scheduled: set[str]) -> set[str]:
         """Requests in the waiting queue while the scheduler holds new requests back for the cache (after it
