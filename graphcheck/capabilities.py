@@ -102,17 +102,60 @@ class EngineOption:
 
     ``choices``: the values to draw, the first the simplest (Hypothesis shrinks
     towards it, and a scenario that does not set the option gets it).
+
+    ``scale``: ``""``, the value is one of ``choices``; ``"need"``, a size the engine
+    holds requests in (a KV cache, in tokens), drawn from what the scenario's requests
+    need: each choice is a share in percent of the tokens of all its requests (prompt
+    and ``max_dec_len`` each), never below the largest request's own (an engine cannot
+    serve a request larger than its whole cache), 0 left as 0 (the engine's default
+    size). The config records the size in tokens (:meth:`sized`).
     """
 
     name: str
     choices: tuple[int, ...]
     summary: str = ""
+    scale: str = ""
 
     def __post_init__(self) -> None:
         check_name("EngineOption", self.name)
         check_line(f"EngineOption {self.name} summary", self.summary)
         if not self.choices or any(not isinstance(c, int) or c < 0 for c in self.choices):
             raise ValueError(f"EngineOption {self.name!r}: choices must be non-negative integers, got {self.choices!r}")
+        if self.scale not in OPTION_SCALES:
+            raise ValueError(f"EngineOption {self.name!r}: scale is one of {OPTION_SCALES!r}, got {self.scale!r}")
+
+    def allows(self, value: Any) -> bool:
+        """Whether ``value`` is a value of this option a config may record."""
+        if self.scale == "need":
+            return isinstance(value, int) and value >= 0
+        return value in self.choices
+
+    def sized(self, choice: int, scenario: Scenario) -> int:
+        """The value recorded for the drawn ``choice`` on ``scenario`` (itself unless ``scale`` is "need")."""
+        if self.scale != "need" or choice == 0:
+            return choice
+        needs = request_needs(scenario) or [1]
+        return max(max(needs), -(-choice * sum(needs) // 100))
+
+    def floor(self, value: int, scenario: Scenario) -> int:
+        """``value`` raised to the largest request of ``scenario`` where ``scale`` is "need" (0 stays 0)."""
+        if self.scale != "need" or value == 0:
+            return value
+        return max([value] + request_needs(scenario))
+
+
+def request_needs(scenario: Scenario) -> list[int]:
+    """The tokens each request of ``scenario`` can hold in its run: its prompt, and what it can generate
+    before the scenario ends (``max_dec_len`` at most; k + 1 tokens a step with drafts, else 1)."""
+    config = scenario.config
+    per_step = 1 if config.naive_mode else config.tokens_per_request
+    return [
+        len(r.prompt) + min(r.max_dec_len, (scenario.num_steps - r.arrival_step) * per_step) for r in scenario.requests
+    ]
+
+
+#: How an option's value relates to its choices (``EngineOption.scale``).
+OPTION_SCALES = ("", "need")
 
 
 #: Capability names a suite may require (``Suite.requires``), with what each means.
@@ -120,6 +163,7 @@ REQUIREMENTS = {
     "drafts": "MTP drafts: a proposer whose drafts the target verifies (configs with naive_mode off)",
     "naive": "NAIVE mode: decoding without a proposer",
     "slot-layout": "per-slot buffers, so that free slots can be checked for their idle values",
+    "cache-report": "a schedule of its own that reports the KV cache (cache_report): cache pressure can be seen",
 }
 
 
@@ -152,6 +196,9 @@ class EngineCapabilities:
     #: The padding policy of the engine's graphs (``graphcheck.buckets``); None: graphcheck's own
     #: (the smallest capture size >= R on decode-only steps, eager otherwise).
     buckets: BucketPolicy | None = None
+    #: The engine's schedule reports its KV cache every step (``graphcheck.schedule.CacheReport``: blocks,
+    #: failed allocations, requests waiting for blocks or evicted), so cache pressure can be counted.
+    cache_report: bool = False
 
     def __post_init__(self) -> None:
         if not (self.drafts or self.naive):
@@ -207,6 +254,8 @@ class EngineCapabilities:
             raise ValueError(f"unknown capability {requirement!r}; known: {', '.join(REQUIREMENTS)}")
         if requirement == "slot-layout":
             return self.layout == "slot"
+        if requirement == "cache-report":
+            return self.schedule == "engine" and self.cache_report
         return bool(getattr(self, requirement))
 
     def missing(self, requirements: Iterable[str]) -> tuple[str, ...]:
@@ -222,8 +271,18 @@ class EngineCapabilities:
         """``options`` with one entry per declared option: a declared value kept, anything else the first
         choice; options the engine does not declare dropped."""
         given = dict(options)
-        fitted = {o.name: given[o.name] if given.get(o.name) in o.choices else o.choices[0] for o in self.options}
+        fitted = {o.name: given[o.name] if o.allows(given.get(o.name)) else o.choices[0] for o in self.options}
         return tuple(sorted(fitted.items()))
+
+    def floor_options(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with every size option (``scale="need"``) at least its largest request: a batch's
+        scenarios share the first one's config, whose sizes were drawn from its own requests."""
+        given = dict(scenario.config.engine_options)
+        floored = {o.name: o.floor(given[o.name], scenario) for o in self.options if o.name in given}
+        if all(floored[name] == given[name] for name in floored):
+            return scenario
+        options = tuple(sorted({**given, **floored}.items()))
+        return dataclasses.replace(scenario, config=dataclasses.replace(scenario.config, engine_options=options))
 
     # -- fitting scenarios ------------------------------------------------
     def fit_config(self, config: EngineConfig) -> EngineConfig:
@@ -256,10 +315,11 @@ class EngineCapabilities:
         """
         config = self.fit_config(scenario.config)
         if config is scenario.config:
-            fitted = fit_to_contract(scenario)
+            fitted = fit_to_contract(self.floor_options(scenario))
             return scenario if fitted is scenario else validate(fitted)
         accepts = () if config.naive_mode else scenario.accepts
-        return validate(fit_to_contract(dataclasses.replace(scenario, config=config, accepts=accepts)))
+        fitted = self.floor_options(dataclasses.replace(scenario, config=config, accepts=accepts))
+        return validate(fit_to_contract(fitted))
 
     def describe(self) -> list[str]:
         """One line per capability, for ``graphcheck faults --engine`` and reports."""
@@ -275,6 +335,7 @@ class EngineCapabilities:
             f"graphs captured through: {self.graph_api}",
             f"schedule: {'the engine' if self.schedule == 'engine' else 'graphcheck'}'s",
             f"bucket policy: {', '.join(p.name for p in self.buckets.paths) if self.buckets else 'capture sizes'}",
+            *(["cache report: yes"] if self.cache_report else []),
             *(f"option {o.name}: {', '.join(map(str, o.choices))}" for o in self.options),
             f"faults: {len(self.faults)}",
         ]
@@ -302,4 +363,5 @@ __all__ = [
     "OPTIONAL_MEMBERS",
     "REQUIREMENTS",
     "optional_members",
+    "request_needs",
 ]

@@ -64,6 +64,8 @@ MAX_REQUEST_ID_LEN = 64
 MAX_ENGINE_OPTIONS = 16
 MAX_ENGINE_OPTION = 2**31 - 1
 MAX_NAME_LEN = 200
+#: Scenarios a finding's history may hold (``Scenario.history``).
+MAX_HISTORY = 64
 
 
 class ScenarioError(InputError, ValueError):
@@ -164,14 +166,29 @@ class AcceptOverride:
 
 
 @dataclass(frozen=True)
+class Prelude:
+    """A scenario the engine pair ran before this one, on the same config (``Scenario.history``)."""
+
+    requests: tuple[RequestSpec, ...]
+    accepts: tuple[AcceptOverride, ...] = ()
+    num_steps: int = 20
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """Engine configuration + request script + accept script + step count."""
+    """Engine configuration + request script + accept script + step count.
+
+    ``history``: the scenarios the same engine pair ran before this one since it was
+    built, in order, the engines reset after each (as a pooled pair goes through them);
+    a finding that needs them carries them, and running the scenario runs them first.
+    """
 
     config: EngineConfig
     requests: tuple[RequestSpec, ...]
     accepts: tuple[AcceptOverride, ...] = ()
     num_steps: int = 20
     name: str = ""
+    history: tuple[Prelude, ...] = ()
 
     # -- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -179,8 +196,25 @@ class Scenario:
         options = data["config"].pop("engine_options")
         if options:  # omitted when empty, so files written before options existed read the same
             data["config"]["engine_options"] = {name: value for name, value in options}
+        if not data["history"]:  # omitted when empty, as engine_options
+            del data["history"]
         data["format"] = FORMAT_VERSION
         return data
+
+    # -- history ---------------------------------------------------------
+    def preludes(self) -> tuple[Scenario, ...]:
+        """The scenarios of ``history``, each a scenario of this config (named ``history N``)."""
+        return tuple(
+            Scenario(self.config, p.requests, p.accepts, p.num_steps, f"history {i + 1}")
+            for i, p in enumerate(self.history)
+        )
+
+    def without_history(self) -> Scenario:
+        return dataclasses.replace(self, history=()) if self.history else self
+
+    def with_history(self, earlier: Sequence[Scenario]) -> Scenario:
+        """This scenario after ``earlier`` (scenarios of its config) on the same engine pair."""
+        return dataclasses.replace(self, history=tuple(Prelude(s.requests, s.accepts, s.num_steps) for s in earlier))
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
@@ -639,38 +673,50 @@ def _parse_format(value: Any) -> None:
 
 
 def _parse_scenario(data: Any) -> Scenario:
-    obj = _obj(data, "", ("config", "requests", "accepts", "num_steps", "name", "format"))
+    obj = _obj(data, "", ("config", "requests", "accepts", "num_steps", "name", "format", "history"))
     _parse_format(obj.get("format", FORMAT_VERSION))
-    num_steps = _int(obj.get("num_steps", 20), "num_steps", 1, MAX_STEPS)
     cfg = _parse_config(obj.get("config", {}), "config")
+    script = _parse_script(obj, "", cfg)
+    history = tuple(
+        _parse_script(_obj(item, f"history[{i}]", ("requests", "accepts", "num_steps")), f"history[{i}]", cfg)
+        for i, item in enumerate(_list(obj.get("history", []), "history", MAX_HISTORY))
+    )
+    return Scenario(
+        config=cfg,
+        requests=script.requests,
+        accepts=script.accepts,
+        num_steps=script.num_steps,
+        name=_str(obj.get("name", ""), "name", MAX_NAME_LEN),
+        history=history,
+    )
+
+
+def _parse_script(obj: dict[str, Any], path: str, cfg: EngineConfig) -> Prelude:
+    """The requests, accepts and step count of a scenario (or of one of its history's) at ``path``."""
+    num_steps = _int(obj.get("num_steps", 20), _join(path, "num_steps"), 1, MAX_STEPS)
     requests = tuple(
-        _parse_request(item, f"requests[{i}]", cfg, num_steps)
-        for i, item in enumerate(_list(_need(obj, "requests", ""), "requests", 4096))
+        _parse_request(item, f"{_join(path, 'requests')}[{i}]", cfg, num_steps)
+        for i, item in enumerate(_list(_need(obj, "requests", path), _join(path, "requests"), 4096))
     )
     ids: set[str] = set()
     for i, spec in enumerate(requests):
         if spec.request_id in ids:
-            raise ScenarioError(f"requests[{i}].request_id", f"duplicate id {_show(spec.request_id)}")
+            raise ScenarioError(f"{_join(path, 'requests')}[{i}].request_id", f"duplicate id {_show(spec.request_id)}")
         ids.add(spec.request_id)
     accepts = tuple(
-        _parse_accept(item, f"accepts[{i}]", cfg, ids, num_steps)
-        for i, item in enumerate(_list(obj.get("accepts", []), "accepts", 100_000))
+        _parse_accept(item, f"{_join(path, 'accepts')}[{i}]", cfg, ids, num_steps)
+        for i, item in enumerate(_list(obj.get("accepts", []), _join(path, "accepts"), 100_000))
     )
     seen: set[tuple[int, str]] = set()
     for i, acc in enumerate(accepts):
         key = (acc.step, acc.request_id)
         if key in seen:
             raise ScenarioError(
-                f"accepts[{i}]", f"a second override for request {_show(acc.request_id)} at step {acc.step}"
+                f"{_join(path, 'accepts')}[{i}]",
+                f"a second override for request {_show(acc.request_id)} at step {acc.step}",
             )
         seen.add(key)
-    return Scenario(
-        config=cfg,
-        requests=requests,
-        accepts=accepts,
-        num_steps=num_steps,
-        name=_str(obj.get("name", ""), "name", MAX_NAME_LEN),
-    )
+    return Prelude(requests, accepts, num_steps)
 
 
 def validate(scenario: Scenario) -> Scenario:
@@ -773,6 +819,7 @@ def load_scenario(path: str) -> Scenario:
 __all__ = [
     "AcceptOverride",
     "EngineConfig",
+    "Prelude",
     "ReasoningChange",
     "RequestSpec",
     "Scenario",

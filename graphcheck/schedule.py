@@ -42,6 +42,25 @@ class ScheduledRun:
 
 
 @dataclass(frozen=True)
+class CacheReport:
+    """The engine's KV cache as it scheduled one step (optional: ``Schedule.cache``).
+
+    ``blocks`` / ``free_blocks``: the cache's blocks in all and those free once the step
+    was scheduled; ``failed_allocations``: the block allocations the scheduler tried for the
+    step and could not make; ``waiting``: requests that arrived, have not finished and did
+    not run because their blocks could not be allocated; ``offloaded``: requests the engine
+    evicted from the cache while scheduling the step (requeued: they are prefilled again,
+    or restored, when they next run).
+    """
+
+    blocks: int
+    free_blocks: int
+    failed_allocations: int = 0
+    waiting: tuple[str, ...] = ()
+    offloaded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Schedule:
     """Every request the step ran, in the engine's batch order.
 
@@ -55,6 +74,7 @@ class Schedule:
 
     runs: tuple[ScheduledRun, ...]
     pipeline_depth: int = 0
+    cache: CacheReport | None = None  # the KV cache under this schedule, where the engine reports it
 
     def by_id(self) -> dict[str, ScheduledRun]:
         return {r.request_id: r for r in self.runs}
@@ -64,4 +84,4 @@ class Schedule:
         return sum(r.query_tokens for r in self.runs)
 
 
-__all__ = ["Schedule", "ScheduledRun"]
+__all__ = ["CacheReport", "Schedule", "ScheduledRun"]

@@ -65,6 +65,7 @@ class ScriptDecoder:
         self._running: list[_Request] = []
         self._batch_eos: tuple[int, ...] = ()  # eos_scope "batch": the list of the last request admitted
         self._naive_reads: dict[str, SlotParams] = {}  # naive_params "packed_row": what each request reads
+        self._left: dict[int, SlotParams] = {}  # slot -> what its last occupant left there (packed_row reads)
 
     # -- script events ------------------------------------------------
     def submit(self, spec: RequestSpec) -> None:
@@ -80,7 +81,7 @@ class ScriptDecoder:
         self._queue = deque(r for r in self._queue if r.spec.request_id != request_id)
         self._running = [r for r in self._running if r.spec.request_id != request_id]
         if request_id in self._all:
-            _release(self._all[request_id])
+            self._vacate(self._all[request_id])
 
     # -- inspection ---------------------------------------------------
     def tokens(self, request_id: str) -> tuple[int, ...]:
@@ -111,13 +112,15 @@ class ScriptDecoder:
 
     def _packed_row_reads(self) -> dict[str, SlotParams]:
         """naive_params "packed_row": the request of packed output row r (rows in slot order) reads
-        slot r's top_p, top_k and seed as they stand before the step; a free slot holds the idle values."""
+        slot r's top_p, top_k and seed as they stand before the step; a free slot holds what its last
+        occupant left there (FastDeploy writes them only when a request is inserted), the idle values
+        where no request ran yet."""
         holders = {r.slot: r for r in self._running}
         reads: dict[str, SlotParams] = {}
         for row, req in enumerate(sorted(self._running, key=lambda r: r.slot if r.slot is not None else -1)):
             holder = holders.get(row)
             reads[req.spec.request_id] = (
-                IDLE_PARAMS
+                self._left.get(row, IDLE_PARAMS)
                 if holder is None
                 else SlotParams(holder.spec.top_p, self.contract.top_k_of(holder.spec.top_k), holder.infer_seed)
             )
@@ -126,8 +129,15 @@ class ScriptDecoder:
     def _retire(self) -> None:
         for req in self._running:
             if req.stopped:
-                _release(req)
+                self._vacate(req)
         self._running = [r for r in self._running if not r.stopped]
+
+    def _vacate(self, req: _Request) -> None:
+        """``req`` leaves its slot, which keeps its top_p, top_k and seed as they stand (packed_row reads)."""
+        if req.slot is not None:
+            top_k = self.contract.top_k_of(req.spec.top_k)
+            self._left[req.slot] = SlotParams(req.spec.top_p, top_k, req.infer_seed)
+        _release(req)
 
     def _eos_of(self, req: _Request) -> tuple[int, ...]:
         """The eos list the request stops on: its own, or the batch's (contract eos_scope)."""

@@ -68,6 +68,14 @@ SUITES: dict[str, Suite] = {
             (3, 5, 6, 12, 13, 15, 16),
             requires=("drafts",),
         ),
+        Suite(
+            "pressure",
+            "a KV cache sized from what the requests need: allocations fail, requests wait, are offloaded and "
+            "prefilled again",
+            sc.pressure_scenarios,
+            (4, 10, 12),
+            requires=("cache-report",),
+        ),
         Suite("all", "the general strategy: every dimension mixed", sc.general_scenarios, tuple(range(1, 18))),
     )
 }

@@ -12,8 +12,16 @@ import dataclasses
 
 from hypothesis import strategies as st
 
-from graphcheck.scenario import AcceptOverride, Scenario, validate
-from graphcheck.strategies import any_order, capture_size_sets, engine_configs, sampling_params, scenarios, seeds
+from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
+from graphcheck.strategies import (
+    any_order,
+    capture_size_sets,
+    engine_configs,
+    sampling_params,
+    scenarios,
+    seeds,
+    token_ids,
+)
 
 
 def _any_order(sizes: st.SearchStrategy[tuple[int, ...]]) -> st.SearchStrategy[tuple[int, ...]]:
@@ -182,6 +190,33 @@ def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
     )
 
 
+def pressure_scenarios() -> st.SearchStrategy[Scenario]:
+    """Three to six requests arriving in the first steps with prompts of a few pages and long decodes, in
+    scenarios long enough for a request the engine evicted to come back: with the cache drawn from what
+    they need (an engine option sized from the requests, ``EngineOption.scale``), allocations fail,
+    requests wait, are offloaded and prefilled again. For engines whose schedule reports their KV cache."""
+    return _pressure_scenarios()
+
+
+@st.composite
+def _pressure_scenarios(draw: st.DrawFn) -> Scenario:
+    config = draw(engine_configs(max_num_seqs=st.integers(2, 4)))
+    num_steps = draw(st.integers(20, 32))
+    requests = [draw(_pressure_request(config, num_steps, f"r{i}")) for i in range(draw(st.integers(3, 6)))]
+    return validate(Scenario(config, tuple(requests), (), num_steps, "pressure"))
+
+
+@st.composite
+def _pressure_request(draw: st.DrawFn, config: EngineConfig, num_steps: int, rid: str) -> RequestSpec:
+    room = config.max_model_len - config.tokens_per_request
+    width = 1 if config.vocab_size <= 256 else 2
+    length = draw(st.integers(4, min(16, room // 2)))
+    prompt = token_ids(draw(st.binary(min_size=length * width, max_size=length * width)), config.vocab_size)
+    max_dec_len = draw(st.integers(4, max(4, min(10, room - length))))
+    eos = draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=1, max_size=2, unique=True))
+    return RequestSpec(rid, draw(st.integers(0, 2)), prompt, max_dec_len, tuple(eos))
+
+
 def general_scenarios() -> st.SearchStrategy[Scenario]:
     """Every dimension at its default spread."""
     return scenarios(name="all")
@@ -191,6 +226,7 @@ __all__ = [
     "accept_scenarios",
     "address_scenarios",
     "capacity_scenarios",
+    "pressure_scenarios",
     "forcing_accepts_at_reasoning_changes",
     "general_scenarios",
     "lifecycle_scenarios",

@@ -960,7 +960,8 @@ def test_the_accept_all_guard_kernel_matches_the_reference(framework: str) -> No
 
 def _packed_rows_scenario(contract: str, scope: str = "step") -> Scenario:
     """NAIVE, three slots: a (slot 0) is aborted at step 2, so from then on b (slot 1) has packed row 0
-    and reads slot 0's idle values, and c (slot 2) has row 1 and reads b's top_p, top_k and seed."""
+    and reads what a left in slot 0 (FastDeploy writes them only at insert), and c (slot 2) has row 1
+    and reads b's top_p, top_k and seed."""
     config = _config(contract, naive_mode=True, max_num_seqs=3, capture_sizes=(1, 2, 3), graph_scope=scope)
     requests = (
         RequestSpec("a", 0, (1, 2, 3), 20, (15,), temperature=1.5, top_p=0.9, seed=5, abort_step=2),
@@ -980,7 +981,7 @@ def test_fastdeploy_naive_reads_sampling_values_by_packed_row(fastdeploy_but) ->
 
 def test_the_reference_finds_what_each_packed_row_reads() -> None:
     from graphcheck.driver import apply_events
-    from graphcheck.reference.rules import IDLE_PARAMS, SlotParams
+    from graphcheck.reference.rules import SlotParams
 
     scenario = _packed_rows_scenario("fastdeploy")
     decoder = ReferenceDecoder(scenario.config)
@@ -990,7 +991,21 @@ def test_the_reference_finds_what_each_packed_row_reads() -> None:
         reads = decoder._naive_reads
         if t < 2:
             assert reads == {r.request_id: SlotParams(r.top_p, r.top_k, r.seed) for r in scenario.requests}
-    assert reads == {"b": IDLE_PARAMS, "c": SlotParams(0.6, 4, 77)}
+    left_by_a = SlotParams(0.9, FASTDEPLOY.top_k_of(0), 5)  # the free slot keeps its last occupant's values
+    assert reads == {"b": left_by_a, "c": SlotParams(0.6, 4, 77)}
+
+
+def test_a_free_slot_keeps_its_last_occupants_sampling_values_under_packed_row(cpu) -> None:
+    """The built-in engine under packed_row leaves a released slot's top_p, top_k and seed (not checked
+    for idle values then); under slot reads a release puts them back to idle."""
+    scenario = _packed_rows_scenario("fastdeploy")
+    for contract, kept in (("fastdeploy", True), ("default", False)):
+        lockstep = Lockstep(_with(scenario, contract=contract), cpu)
+        for t in range(3):
+            assert lockstep.step(t), contract  # the free slot's values are not a hygiene divergence
+        engine = lockstep.graph
+        top_p = float(engine.xp.to_host(engine.buffers.top_p)[0])
+        assert (top_p == 0.9) is kept, contract
 
 
 @pytest.mark.parametrize("scope", SCOPES)

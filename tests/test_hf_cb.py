@@ -6,6 +6,7 @@ cache pressure, a sliding-window model, each fault); the fuzzed runs are ``slow`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.check.checker import Checker  # noqa: E402
 from graphcheck.check.engines import resolve_engine  # noqa: E402
 from graphcheck.check.setup import CheckSetup  # noqa: E402
+from graphcheck.check.situations import situations_reached  # noqa: E402
 from graphcheck.engines.hf_cb import versions  # noqa: E402
 from graphcheck.engines.hf_cb.capabilities import CAPABILITIES, cb_options  # noqa: E402
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario  # noqa: E402
@@ -76,11 +78,44 @@ def test_one_shim_per_supported_version():
         versions.shim_for("4.57.0")
 
 
-def test_the_cache_option_sizes_the_cache_in_full_length_requests():
+def test_the_cache_is_sized_from_what_the_drawn_requests_need():
     roomy = cb_options(EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("page_size", 8),)))
-    tight = cb_options(EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("cache_requests", 1),)))
+    tight = cb_options(EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("cache_tokens", 24),)))
     assert roomy["num_blocks"] == (64 // 8 + 2) * 5
-    assert tight["num_blocks"] == 64 // 8 + 2
+    assert tight["num_blocks"] == 24 // 8 + 1
+    option = next(o for o in CAPABILITIES.options if o.name == "cache_tokens")
+    scenario = _pressure_scenario()  # four requests of 24 tokens each
+    assert [option.sized(c, scenario) for c in option.choices] == [0, 48, 24, 24]  # at least the largest request
+    short = Scenario(dataclasses.replace(scenario.config, naive_mode=True), scenario.requests[:1], num_steps=4)
+    assert option.sized(100, short) == 20, "what a request can generate before the scenario ends counts"
+    floored = CAPABILITIES.fit(_with_cache(scenario, 10))
+    assert dict(floored.config.engine_options)["cache_tokens"] == 24
+
+
+def _with_cache(scenario: Scenario, tokens: int) -> Scenario:
+    options = dict(scenario.config.engine_options, cache_tokens=tokens)
+    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(options.items())))
+    return dataclasses.replace(scenario, config=config)
+
+
+def _pressure_scenario(num_steps: int = 30) -> Scenario:
+    """Four long requests at once, in a cache of one request's worth (prompt 16 + 8 generated tokens)."""
+    config = EngineConfig(max_num_seqs=4, max_model_len=64, engine_options=(("cache_tokens", 24), ("page_size", 8)))
+    requests = tuple(RequestSpec(f"r{i}", 0, tuple(range(1 + i, 17 + i)), 8, (63,)) for i in range(4))
+    return Scenario(config, requests, num_steps=num_steps)
+
+
+def test_cache_pressure_runs_clean_where_requests_wait_are_offloaded_and_prefilled_again():
+    """Unmodified transformers under pressure: a request requeued for want of blocks has its tokens folded
+    into its prompt, and still counts every token it generated (step_idx)."""
+    scenario = _pressure_scenario()
+    outcome = _run(scenario)
+    assert outcome.clean, outcome.first
+    reached = situations_reached(scenario, outcome).anywhere
+    pressure = {"cache allocation failed", "request waits for cache"}
+    if versions.installed().version != "5.17":  # 5.17 runs these one by one, evicting none
+        pressure |= {"request offloaded", "prefilled again"}
+    assert pressure <= reached
 
 
 def test_chunked_prefill_arrivals_and_an_abort_run_clean_with_lazily_captured_graphs():
@@ -115,7 +150,7 @@ def test_a_budget_below_the_prompt_splits_the_prefill_into_chunks():
     assert chunks[:3] == [(0, 8, False), (8, 8, False), (16, 8, True)]
 
 
-@pytest.mark.parametrize("options", [{"cache_requests": 1, "max_batch_tokens": 16}, {"sliding_window": 8}])
+@pytest.mark.parametrize("options", [{"cache_tokens": 30, "max_batch_tokens": 16}, {"sliding_window": 8}])
 def test_cache_pressure_and_a_sliding_window_run_clean(options):
     outcome = _run(_scenario(num_steps=16, **options))
     assert outcome.clean, outcome.first

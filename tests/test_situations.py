@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from graphcheck.backends.devices import resolve
+from graphcheck.check.applicable import applicability
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.check.situations import (
@@ -431,7 +432,7 @@ def test_a_ci_run_reaches_every_situation_on_a_replayed_step(seed: int, tmp_path
     assert found["fuzz"]["situations_missing"] == []
     assert found["fuzz"]["situations_missing_on_replay"] == []
     assert 'id="situation-table"' in found["html"]
-    n = len(SITUATIONS)
+    n = len(SITUATIONS) - len(applicability(Checker(resolve("cpu")).engine.capabilities).left_out)
     assert f"situations reached: {n} of {n}, on a replayed step: {n} of {n}" in found["console"]
 
 
@@ -443,3 +444,60 @@ def test_a_parallel_job_carries_its_tally() -> None:
     job = JobResult(Job("padding", 3), examples=1, coverage=tally)
     back = JobResult.from_json(job.to_json())
     assert back.coverage == tally and back.fuzz_result().coverage == tally
+
+
+# --------------------------------------------------------------------------- what an engine can reach
+
+
+def test_situations_an_engine_cannot_reach_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from graphcheck.engines.hf_cb.capabilities import CAPABILITIES as HF_CB
+
+    builtin = applicability(Checker(resolve("cpu")).engine.capabilities)
+    assert sorted(builtin.left_out) == sorted(s.name for s in SITUATIONS if s.group == "cache")
+    assert "its cache never runs out" in builtin.left_out["prefilled again"]
+    hf = applicability(HF_CB)
+    reachable = [s.name for s in SITUATIONS if hf.applies(s.name)]
+    assert reachable == [
+        "slot reuse after finish",
+        "slot reuse after abort",
+        "eos as first token",
+        "prefill among decodes",
+        "all finished then arrivals",
+        "bucket shrinks",
+        "NAIVE mode",
+        "cache allocation failed",
+        "request waits for cache",
+        "request offloaded",
+        "prefilled again",
+    ]
+    assert "no drafts" in hf.left_out["k=2"] and "greedily" in hf.left_out["top_k = 1"]
+    assert "graph_scope is not its knob" in hf.left_out["scope step"]
+    tally = CoverageTally()
+    tally.add({"NAIVE mode", "k=2"}, diverged=False)
+    rows = situation_table(tally, applicable=hf)
+    assert [r.situation.name for r in rows] == reachable and "k=2" not in tally.only(hf).hits
+    assert tally.missing(hf) == [name for name in reachable if name != "NAIVE mode"]
+    path = tmp_path / "fuzz.json"
+    write_fuzz_summary(path, [], applicable=hf)
+    data = json.loads(path.read_text())
+    assert len(data["situations"]) == len(reachable) and data["situations_left_out"] == dict(hf.left_out)
+
+
+def test_cache_pressure_is_read_from_the_schedule() -> None:
+    from graphcheck.check.pressure import pressure_events
+    from graphcheck.schedule import CacheReport, Schedule, ScheduledRun
+
+    schedules = [
+        (0, Schedule((ScheduledRun("a", 8, 0, True), ScheduledRun("b", 4, 0, True)))),
+        (1, Schedule((ScheduledRun("a", 1, 8, True),), cache=CacheReport(4, 0, 1, ("b",), ("b",)))),
+        (2, None),
+        (3, Schedule((ScheduledRun("a", 1, 9, True), ScheduledRun("b", 5, 0, True)))),
+    ]
+    events = [(name, tuple(steps)) for name, steps in pressure_events(schedules)]
+    assert events == [
+        ("cache allocation failed", (1, 2)),
+        ("request waits for cache", (1, 2)),
+        ("request offloaded", (1, 2)),
+        ("prefilled again", (3, 4)),
+    ]

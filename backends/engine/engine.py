@@ -101,6 +101,7 @@ from graphcheck.backends.engine.transfer import (
     AdmitBatch,
     admit_slots,
     collect_step_outputs,
+    kept_at_release,
     overwrite,
     release_slots,
     snapshot,
@@ -364,7 +365,15 @@ class Engine:
             R = self.scheduler.high_water()
         else:
             R = self.last_step_info.real_bsz if self.last_step_info is not None else 0
-        return snapshot_state(self.xp, self.buffers, slots, R, self.config.block_size, draft_scratch=during_step)
+        return snapshot_state(
+            self.xp,
+            self.buffers,
+            slots,
+            R,
+            self.config.block_size,
+            draft_scratch=during_step,
+            kept=kept_at_release(self.contract),
+        )
 
     def model_report(self) -> dict[str, ModelStep]:
         """What the model produced in the last step, per request that ran (``graphcheck.model_report``).
@@ -527,7 +536,7 @@ class Engine:
         if not requests:
             return
         slots = np.array([self.scheduler.release(r) for r in requests], dtype=np.int64)
-        release_slots(self.xp, self.buffers, self.xp.from_numpy(slots))
+        release_slots(self.xp, self.buffers, self.xp.from_numpy(slots), kept_at_release(self.contract))
         self._override_host[slots] = -1
 
     def _finish_step(self, t: int, running: list[Request], R: int) -> StepResult:

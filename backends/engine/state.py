@@ -163,9 +163,12 @@ def snapshot_state(
     block_size: int,
     *,
     draft_scratch: bool = False,
+    kept: Sequence[str] = (),
 ) -> EngineState:
     """The engine's state now: ``running_slots`` occupy slots, the last step packed ``real_bsz`` slots.
 
+    ``kept``: per-slot fields a release leaves as they were (``transfer.kept_at_release``): a free
+    slot holds what its last occupant left there, so they have no idle value to check.
     The buffers are read in one batch (``xp.to_host_many``).
     """
     names = _SNAPSHOT_NAMES[bool(draft_scratch)]
@@ -179,6 +182,8 @@ def snapshot_state(
     R = min(real_bsz, B)
     states: dict[str, BufferState] = {
         name: BufferState(name, SLOT, running, host[name][running], running, free, host[name][free], idle)
+        if name not in kept
+        else BufferState(name, SLOT, running, host[name][running], running)
         for name, idle in SLOT_IDLE.items()
     }
     for name in _OFFSETS + (_DRAFT_OFFSETS if draft_scratch else ()):

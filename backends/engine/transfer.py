@@ -10,6 +10,7 @@ from typing import Any
 
 from graphcheck.backends.engine.buffers import SLOT_IDLE
 from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.contract import Contract
 
 # Column layout of AdmitBatch.ints.
 ADMIT_PROMPT_LEN, ADMIT_MAX_DEC_LEN, ADMIT_SEED, ADMIT_TOP_K, ADMIT_REASONING = range(5)
@@ -27,11 +28,21 @@ class AdmitBatch:
     eos: Any  # [n, MAX_EOS_IDS] -1 padded
 
 
+def kept_at_release(contract: Contract) -> tuple[str, ...]:
+    """The per-slot fields a release leaves as they were under ``contract``: where NAIVE sampling reads a
+    packed row's params from another slot (``naive_params`` ``packed_row``, FastDeploy's sampler), the
+    top_p, top_k and seed FastDeploy writes only when a request is inserted, so a free slot keeps what its
+    last occupant left there."""
+    return ("infer_seed", "top_p", "top_k") if contract.naive_params == "packed_row" else ()
+
+
 @kernel
-def release_slots(xp, buf, slots) -> None:
-    """Put every per-slot state field of ``slots`` back to its idle value."""
+def release_slots(xp, buf, slots, kept: tuple[str, ...] = ()) -> None:
+    """Put every per-slot state field of ``slots`` back to its idle value, but those ``kept``."""
     n = int(slots.shape[0])
     for name, value in SLOT_IDLE.items():
+        if name in kept:
+            continue
         field = getattr(buf, name)
         xp.index_put_(field, slots, xp.full((n,) + tuple(field.shape[1:]), value, field.dtype))
 

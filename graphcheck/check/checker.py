@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
+from graphcheck.check.chain import history_line, history_lines, prepare_chain, run_chain
 from graphcheck.check.engines import BUILTIN, EngineChoice, resolve_engine
 from graphcheck.check.honoured import check_honoured
 from graphcheck.check.lockstep import Lockstep
@@ -104,7 +105,13 @@ class Checker:
 
     # -- scenarios ----------------------------------------------------------
     def prepare(self, scenario: Scenario) -> Scenario:
-        """``scenario`` as it runs: the setup's model and contract, the config fitted to the engine."""
+        """``scenario`` as it runs: the setup's model and contract, the config fitted to the engine; its
+        history (``Scenario.history``) prepared alike, on the one config they all run on."""
+        if scenario.history:
+            return prepare_chain(self._prepare_one, scenario)
+        return self._prepare_one(scenario)
+
+    def _prepare_one(self, scenario: Scenario) -> Scenario:
         return self.engine.capabilities.fit(self.setup.apply(scenario))
 
     def strategy(self, strategy: Any) -> Any:
@@ -120,8 +127,7 @@ class Checker:
             drawn = st.tuples(
                 *(st.just(pinned[o.name]) if o.name in pinned else st.sampled_from(o.choices) for o in options)
             )
-            names = tuple(o.name for o in options)
-            strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], names, pair[1]))
+            strategy = st.tuples(strategy, drawn).map(lambda pair: _with_options(pair[0], options, pair[1]))
         return strategy.map(self.prepare)
 
     def missing_for(self, requires: Sequence[str]) -> tuple[str, ...]:
@@ -158,9 +164,13 @@ class Checker:
         ``faults`` (None: the checker's own) for this run only. ``localise``: when the
         run fails, re-run it with a kernel trace and set ``outcome.localisation``
         (for a shrunk scenario, never inside a search loop; the trace builds new engines).
+        A scenario with a history runs it first on a pair of its own (``graphcheck.check.chain``).
         """
         with single_threaded(self.backend), self.graph_api():
-            outcome = self.build(scenario, faults=faults, timings=timings).run()
+            if scenario.history:
+                outcome = run_chain(self.with_pool(EnginePool(1)), self.prepare(scenario), faults, timings)
+            else:
+                outcome = self.build(scenario, faults=faults, timings=timings).run()
             stopped = outcome.device_error or outcome.engine_error or outcome.hung
             if localise and not outcome.clean and stopped is None:
                 outcome.localisation = self.localise(outcome)
@@ -223,6 +233,9 @@ class Checker:
             lines += ["  " + line for line in first.detail.rstrip().splitlines()]
         if outcome.localisation is not None:
             lines.append(f"  where: {outcome.localisation.headline()}")
+        history = history_line(outcome.scenario)
+        if history is not None:
+            lines += ["  " + history] + ["    " + line for line in history_lines(outcome.scenario)]
         rest = Counter(d.kind for d in outcome.failures[1:])
         if rest:
             lines.append("  also failing: " + ", ".join(f"{kind} x{n}" for kind, n in sorted(rest.items())))
@@ -250,7 +263,9 @@ def check_scenario(
 __all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario"]
 
 
-def _with_options(scenario: Scenario, names: tuple[str, ...], values: tuple[int, ...]) -> Scenario:
-    """``scenario`` with engine options ``names`` set to ``values``."""
-    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(zip(names, values))))
+def _with_options(scenario: Scenario, options: Sequence[Any], drawn: tuple[int, ...]) -> Scenario:
+    """``scenario`` with the engine's ``options`` set to the ``drawn`` choices (a size drawn from what its
+    requests need made a size: ``EngineOption.sized``)."""
+    values = tuple((o.name, o.sized(choice, scenario)) for o, choice in zip(options, drawn))
+    config = dataclasses.replace(scenario.config, engine_options=tuple(sorted(values)))
     return dataclasses.replace(scenario, config=config)

@@ -109,6 +109,20 @@ class _Run:
             with kernels.tracing(self.tracer(name)):
                 self.engines[name] = factory(scenario.config, weights, device=device, use_graphs=graphs, faults=faults)
             self.traces[name].bind(self.engines[name])
+        for earlier in scenario.preludes():  # the pair's history first, untraced, reset after each
+            self._run_through(earlier)
+
+    def _run_through(self, earlier: Scenario) -> None:
+        """Run ``earlier`` to its end on both engines (drain steps included), then reset them."""
+        for engine in self.engines.values():
+            depth = getattr(engine, "pipeline_depth", 0)
+            for t in range(earlier.num_steps + depth):
+                if t >= earlier.num_steps:
+                    engine.drain(t)
+                    continue
+                apply_events(engine, earlier, t)
+                engine.step(t, earlier.accept_overrides_at(t))
+            engine.reset()
 
     def tracer(self, name: str) -> Any:
         """What traces engine ``name``: its KernelTrace, op by op on an op-level runner (whose graphs

@@ -179,6 +179,7 @@ class Lockstep:
         self.timings = timings
         self._pool = pool
         self._keys: dict[str, PoolKey] = {}
+        self._histories: dict[str, tuple[Scenario, ...]] = {}  # "eager" / "graph": what the pooled engine ran before
         self._broken: set[str] = set()  # "eager" / "graph": raised in a step, never given back
         self.capabilities = capabilities_of(factory)
         oracle_name = resolve_oracle(oracle, scenario.config, self.capabilities.schedule)
@@ -272,8 +273,10 @@ class Lockstep:
         if self._pool is not None:
             key = self._pool.key(factory, backend, config, faults, use_graphs=use_graphs)
             self._keys["graph" if use_graphs else "eager"] = key
-            engine = self._pool.take(key)
-            if engine is not None:
+            taken = self._pool.take_with_history(key)
+            if taken is not None:
+                engine, self._histories["graph" if use_graphs else "eager"] = taken
+                self.outcome.history = max(self._histories.values(), key=len)
                 return engine
         engine = build_guarded(
             self._engine_label, factory, config, weights, device=backend, use_graphs=use_graphs, faults=faults
@@ -286,7 +289,8 @@ class Lockstep:
         for source in ("eager", "graph"):
             engine = getattr(self, source)
             if self._pool is not None and engine is not None and source not in self._broken:
-                self._pool.give(self._keys[source], engine)
+                ran = self._histories.get(source, ()) + (self.scenario,)
+                self._pool.give(self._keys[source], engine, ran)
         self._pool = None
 
     # ------------------------------------------------------------------ running
@@ -444,6 +448,7 @@ class Lockstep:
             info.padded_tokens,
             bindings,
             engine.memory_bytes() if replayed else 0,
+            getattr(info, "schedule", None),
         )
 
     # ------------------------------------------------------------------ checks
@@ -471,7 +476,7 @@ class Lockstep:
     def _schedules(self, step: int) -> list[Divergence]:
         """An engine that schedules for itself must schedule eager and graph alike (until a near tie parts them)."""
         eager, graph = (getattr(e.last_step_info, "schedule", None) for _, e in self._engines())
-        if eager is None or graph is None or eager == graph or self._parting.parted:
+        if eager is None or graph is None or _same_runs(eager, graph) or self._parting.parted:
             return []
         return [
             Divergence(
@@ -714,6 +719,11 @@ _OOM_MESSAGES = (
     "resourceexhausted",
     "memory allocation failed",
 )
+
+
+def _same_runs(eager: Any, graph: Any) -> bool:
+    """Whether two schedules ran the same requests alike (their cache reports are the engines' own)."""
+    return (eager.runs, eager.pipeline_depth) == (graph.runs, graph.pipeline_depth)
 
 
 def is_out_of_memory(exc: BaseException | None) -> bool:

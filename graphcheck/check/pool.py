@@ -12,6 +12,12 @@ The pool is a small LRU over keys, so memory stays bounded: past
 ``capacity`` configurations the least recently used engines are dropped. It also
 keeps the reference weights (``graphcheck.reference.make_weights``) of the
 configurations it holds.
+
+Each engine it keeps carries its history: the scenarios it ran since it was
+built, in order (it was reset after each). A divergence that only shows after
+some of them is a finding with that history (``graphcheck.search.history``).
+An engine that has run :data:`MAX_RUNS` scenarios is let go, so that a
+history stays short enough to replay and shrink.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from graphcheck.scenario import EngineConfig
 
 #: Keys (configurations) kept by default: a fuzzed batch uses one at a time.
 DEFAULT_CAPACITY = 4
+#: Scenarios an engine runs before the pool lets it go (its history stays within graphcheck.scenario.MAX_HISTORY).
+MAX_RUNS = 32
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,7 @@ class EnginePool:
         if capacity < 1:
             raise ValueError(f"EnginePool: capacity must be at least 1, got {capacity}")
         self.capacity = capacity
-        self._idle: OrderedDict[PoolKey, Any] = OrderedDict()
+        self._idle: OrderedDict[PoolKey, tuple[Any, tuple[Any, ...]]] = OrderedDict()  # key -> (engine, history)
         self._weights: OrderedDict[EngineConfig, Any] = OrderedDict()
         self.reused = 0  # engines handed out again
 
@@ -72,9 +80,15 @@ class EnginePool:
     def take(self, key: PoolKey) -> Any | None:
         """The idle engine of ``key``, reset to its post-construction state; None when there is none
         (or its reset failed: then it is dropped)."""
-        engine = self._idle.pop(key, None)
-        if engine is None:
+        taken = self.take_with_history(key)
+        return None if taken is None else taken[0]
+
+    def take_with_history(self, key: PoolKey) -> tuple[Any, tuple[Any, ...]] | None:
+        """:meth:`take`, with the scenarios the engine ran since it was built (its history)."""
+        kept = self._idle.pop(key, None)
+        if kept is None:
             return None
+        engine, history = kept
         try:
             engine.reset()
         except (EngineAbortedError, EngineHung):  # the run's finding (it tried to exit, it hung), not a failed reset
@@ -82,13 +96,14 @@ class EnginePool:
         except Exception:
             return None
         self.reused += 1
-        return engine
+        return engine, history
 
-    def give(self, key: PoolKey, engine: Any) -> None:
-        """Keep ``engine`` (done with, healthy) for the next run of ``key``; an engine without reset() is dropped."""
-        if not supports_reset(engine):
+    def give(self, key: PoolKey, engine: Any, history: tuple[Any, ...] = ()) -> None:
+        """Keep ``engine`` (done with, healthy) for the next run of ``key``, with ``history``, the scenarios it
+        ran since it was built; an engine without reset() is dropped, as is one past MAX_RUNS scenarios."""
+        if not supports_reset(engine) or len(history) >= MAX_RUNS:
             return
-        self._idle[key] = engine
+        self._idle[key] = (engine, tuple(history))
         self._idle.move_to_end(key)
         self._trim()
 

@@ -56,6 +56,7 @@ class StepRecord:
     padded_tokens: int = 0
     bindings: tuple[Binding, ...] = ()
     memory_bytes: int = 0  # measured on the steps the graph engine replayed a graph (0 elsewhere)
+    schedule: Any = None  # the engine's own Schedule of the step (graphcheck.schedule), where it reports one
 
     def slot_of(self) -> dict[str, int]:
         return dict(self.slots)
@@ -154,6 +155,9 @@ class CheckOutcome:
     engine: str = "builtin"
     #: A float model's calibration and step-by-step differences (graphcheck.check.noise.NumericTrace).
     numeric: Any = None
+    #: The scenarios the engine pair had run before this one since it was built (a pooled pair; reset
+    #: after each): what a divergence may depend on (``graphcheck.search.history``).
+    history: tuple[Scenario, ...] = ()
 
     @property
     def failures(self) -> list[Divergence]:

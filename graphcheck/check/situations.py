@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from graphcheck.check.pressure import PRESSURE, pressure_events
 from graphcheck.check.records import CheckOutcome, StepRecord
 from graphcheck.reference import reasoning_status_at
 from graphcheck.scenario import SEED_MODULUS, VERIFY_STRATEGIES, EngineConfig, RequestSpec, Scenario
@@ -43,6 +44,17 @@ ACCEPT_POLICIES = ("normal", "accept_all", "reject_all")
 GRAPH_SCOPES = ("step", "forward", "forward_sampling")
 SPECULATIVE_TOKENS = (1, 2, 3, 4)
 REASONING_STATUSES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Applicability:
+    """The situations an engine cannot reach (``left_out``: name -> why; ``graphcheck.check.applicable``
+    works them out from its capabilities); every other one applies."""
+
+    left_out: Mapping[str, str] = field(default_factory=dict)
+
+    def applies(self, name: str) -> bool:
+        return name not in self.left_out
 
 
 @dataclass(frozen=True)
@@ -57,12 +69,18 @@ class Situation:
     group: str
     description: str
     on_replay: str = "a step it happened in was replayed"
+    #: What an engine must have for the situation to be reachable on it (graphcheck.check.applicable).
+    needs: tuple[str, ...] = ()
 
 
 #: ``Situation.on_replay`` of the slot reuses: where the new occupant meets what the slot still holds.
 _REUSE_REPLAYED = "the new occupant's prefill or first decode step was replayed"
 #: ``Situation.on_replay`` of the events that force an eager step of their own.
 _NEXT_REPLAYED = "that step or the next one was replayed (a graph reads what the eager step left)"
+
+
+#: The cache-pressure situations (graphcheck.check.pressure), group "cache".
+PRESSURE_SITUATIONS = tuple(Situation(p.name, "cache", p.description, p.on_replay, p.needs) for p in PRESSURE)
 
 
 def _reasoning_situations() -> list[Situation]:
@@ -72,6 +90,7 @@ def _reasoning_situations() -> list[Situation]:
             "reasoning",
             f"a running request's reasoning_status changes from {a} to {b}",
             "the step the change is applied in was replayed",
+            needs=("drafts", "reasoning"),
         )
         for a in REASONING_STATUSES
         for b in REASONING_STATUSES
@@ -93,6 +112,7 @@ SITUATIONS: tuple[Situation, ...] = (
         "slots",
         "a slot is reused after its previous occupant's last step had a forced accept count",
         _REUSE_REPLAYED,
+        needs=("drafts",),
     ),
     Situation(
         "leftover host override",
@@ -103,30 +123,35 @@ SITUATIONS: tuple[Situation, ...] = (
         "writes the device row only when the value changes; a release resets the device row, so a release "
         "that forgot the host copy would find nothing changed and leave the reset value on that decode step",
         "the new occupant's first decode step was replayed",
+        needs=("drafts",),
     ),
     Situation(
         "leftover reasoning status",
         "slots",
         "a slot is reused after its previous occupant left with reasoning_status != 0, the new one differs",
         _REUSE_REPLAYED,
+        needs=("drafts", "reasoning"),
     ),
     Situation(
         "leftover sampling params",
         "slots",
         "a slot is reused by a request whose temperature, top_p or top_k differ from the previous occupant's",
         _REUSE_REPLAYED,
+        needs=("sampling",),
     ),
     Situation(
         "eos as accepted draft",
         "eos",
         "a request stops on an eos that was an accepted draft token",
         "the stopping step was replayed",
+        needs=("drafts",),
     ),
     Situation(
         "eos as bonus token",
         "eos",
         "a request stops on an eos emitted as the bonus after all drafts",
         "the stopping step was replayed",
+        needs=("drafts",),
     ),
     Situation(
         "eos as first token",
@@ -141,20 +166,30 @@ SITUATIONS: tuple[Situation, ...] = (
         "a request reaches max_dec_len on the bonus token after accepting every draft (the furthest the "
         "drafts reach: the drafter skips when step_idx + S >= max_dec_len, so the limit never falls inside them)",
         "the stopping step was replayed",
+        needs=("drafts",),
     ),
     Situation(
         "drafter skipped near max_dec_len",
         "eos",
         "a decoding request has no drafts because step_idx + S >= max_dec_len",
         "the step whose drafter skipped, or the step that then decodes without drafts, was replayed",
+        needs=("drafts",),
     ),
-    Situation("R equals a capture size", "batch", "a decode-only step whose R is a capture size"),
-    Situation("R one above a capture size", "batch", "a decode-only step whose R is a capture size + 1"),
+    Situation(
+        "R equals a capture size", "batch", "a decode-only step whose R is a capture size", needs=("capture-sizes",)
+    ),
+    Situation(
+        "R one above a capture size",
+        "batch",
+        "a decode-only step whose R is a capture size + 1",
+        needs=("capture-sizes",),
+    ),
     Situation(
         "R above every capture size",
         "batch",
         "a decode-only step whose R exceeds every capture size (eager fallback)",
         "the step after the fallback was replayed (the batch is back under a capture size)",
+        needs=("capture-sizes",),
     ),
     Situation("prefill among decodes", "batch", "a step runs a prefill next to requests that decode", _NEXT_REPLAYED),
     Situation(
@@ -171,34 +206,53 @@ SITUATIONS: tuple[Situation, ...] = (
         "seed of its last output row (infer_seed + 4j, row j) reaches the modulus; the seed is then within "
         "one step's increment 4(k+1) of it",
         "a step whose seeds cross was replayed",
+        needs=("seeds",),
     ),
     Situation(
         "top_p = 1",
         "sampling",
         "a request samples with top_p = 1 (stochastic verify or NAIVE)",
         "a step of that request was replayed",
+        needs=("sampling",),
     ),
     Situation(
         "top_k = 1",
         "sampling",
         "a request samples with top_k = 1 (stochastic verify or NAIVE)",
         "a step of that request was replayed",
+        needs=("sampling",),
     ),
     *_reasoning_situations(),
-    Situation("NAIVE mode", "config", "NAIVE mode (no drafts) ran at least one step"),
+    Situation("NAIVE mode", "config", "NAIVE mode (no drafts) ran at least one step", needs=("naive",)),
     *(
-        Situation(f"scope {s}", "config", f"graph_scope {s} replayed a graph", "always (it needs a replay)")
+        Situation(
+            f"scope {s}", "config", f"graph_scope {s} replayed a graph", "always (it needs a replay)", (f"scope:{s}",)
+        )
         for s in GRAPH_SCOPES
     ),
-    *(Situation(f"k={k}", "config", f"speculative decoding with k={k} ran a step") for k in SPECULATIVE_TOKENS),
     *(
-        Situation(f"verify {v}", "config", f"speculative decoding with verify_strategy {v} ran a step")
+        Situation(f"k={k}", "config", f"speculative decoding with k={k} ran a step", needs=("drafts",))
+        for k in SPECULATIVE_TOKENS
+    ),
+    *(
+        Situation(
+            f"verify {v}",
+            "config",
+            f"speculative decoding with verify_strategy {v} ran a step",
+            needs=("drafts", f"verify:{v}"),
+        )
         for v in VERIFY_STRATEGIES
     ),
     *(
-        Situation(f"policy {p}", "config", f"speculative decoding with accept_policy {p} ran a step")
+        Situation(
+            f"policy {p}",
+            "config",
+            f"speculative decoding with accept_policy {p} ran a step",
+            needs=("drafts", f"policy:{p}"),
+        )
         for p in ACCEPT_POLICIES
     ),
+    *PRESSURE_SITUATIONS,
 )
 SITUATION_NAMES: tuple[str, ...] = tuple(s.name for s in SITUATIONS)
 _BY_NAME = {s.name: s for s in SITUATIONS}
@@ -268,21 +322,26 @@ class SituationsReached:
 _Event = tuple[str, Iterable[int]]
 
 
-def situations_reached(scenario: Scenario, outcome: CheckOutcome) -> SituationsReached:
+def situations_reached(
+    scenario: Scenario, outcome: CheckOutcome, applicable: Applicability | None = None
+) -> SituationsReached:
     """The situations (names of :data:`SITUATIONS`) the lockstep run of ``scenario`` reached, anywhere
     and on a replayed step.
 
     Read from what ran: the reference's records (requests, tokens, seeds, stops)
     and the graph engine's (slots, R, buckets, which steps replayed a graph); a run
-    stopped by a divergence counts up to its last step.
+    stopped by a divergence counts up to its last step. ``applicable``: only the situations the engine
+    can reach count (graphcheck.check.applicable).
     """
     run = _Run(scenario, outcome.records.get("reference", []), outcome.records.get("graph", []))
     if not run.reference:
         return SituationsReached(frozenset(), frozenset())
     anywhere: set[str] = set()
     replayed: set[str] = set()
-    for check in (_config, _slots, _eos, _batches, _seeds_and_sampling, _reasoning):
+    for check in (_config, _slots, _eos, _batches, _seeds_and_sampling, _reasoning, _pressure):
         for name, steps in check(run):
+            if applicable is not None and not applicable.applies(name):
+                continue
             anywhere.add(name)
             if name not in replayed and not run.replayed.isdisjoint(steps):
                 replayed.add(name)
@@ -457,6 +516,11 @@ def _reasoning(run: _Run) -> Iterator[_Event]:
                 yield f"reasoning {a}->{b}", (t,)
 
 
+def _pressure(run: _Run) -> Iterator[_Event]:
+    """Cache pressure, from the schedules the graph engine reported (engines that schedule for themselves)."""
+    yield from pressure_events([(r.step, r.schedule) for r in run.graph])
+
+
 # --------------------------------------------------------------------------- tallies
 
 
@@ -504,13 +568,21 @@ class CoverageTally:
             self.replayed_steps + other.replayed_steps,
         )
 
-    def missing(self) -> list[str]:
-        """The situations no example reached, in table order."""
-        return [name for name in SITUATION_NAMES if not self.hits.get(name)]
+    def missing(self, applicable: Applicability | None = None) -> list[str]:
+        """The situations no example reached, in table order (of those ``applicable``, when given)."""
+        return [name for name in _names(applicable) if not self.hits.get(name)]
 
-    def missing_on_replay(self) -> list[str]:
-        """The situations no example reached on a replayed step, in table order."""
-        return [name for name in SITUATION_NAMES if not self.replayed.get(name)]
+    def missing_on_replay(self, applicable: Applicability | None = None) -> list[str]:
+        """The situations no example reached on a replayed step, in table order (of those ``applicable``)."""
+        return [name for name in _names(applicable) if not self.replayed.get(name)]
+
+    def only(self, applicable: Applicability) -> CoverageTally:
+        """This tally without the situations the engine cannot reach (a new object)."""
+
+        def keep(counts: Counter[str]) -> Counter[str]:
+            return Counter({name: n for name, n in counts.items() if applicable.applies(name)})
+
+        return CoverageTally(self.examples, keep(self.hits), keep(self.diverging), keep(self.replayed))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -557,8 +629,11 @@ class SituationRow:
         }
 
 
-def situation_table(tally: CoverageTally, involved: Iterable[str] = ()) -> list[SituationRow]:
-    """Every situation with its counts; ``involved``: situations of the reported diverging scenarios."""
+def situation_table(
+    tally: CoverageTally, involved: Iterable[str] = (), applicable: Applicability | None = None
+) -> list[SituationRow]:
+    """Every situation the engine can reach (``applicable``; None: every one) with its counts; ``involved``:
+    situations of the reported diverging scenarios."""
     marked = set(involved)
     return [
         SituationRow(
@@ -569,7 +644,14 @@ def situation_table(tally: CoverageTally, involved: Iterable[str] = ()) -> list[
             tally.replayed.get(s.name, 0),
         )
         for s in SITUATIONS
+        if applicable is None or applicable.applies(s.name)
     ]
+
+
+def _names(applicable: Applicability | None) -> tuple[str, ...]:
+    if applicable is None:
+        return SITUATION_NAMES
+    return tuple(name for name in SITUATION_NAMES if applicable.applies(name))
 
 
 def merged_coverage(tallies: Iterable[CoverageTally]) -> CoverageTally:
@@ -590,6 +672,7 @@ def involved_situations(outcomes: Iterable[CheckOutcome]) -> frozenset[str]:
 
 
 __all__ = [
+    "Applicability",
     "CoverageTally",
     "SITUATIONS",
     "SITUATION_NAMES",

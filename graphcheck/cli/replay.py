@@ -61,6 +61,8 @@ def replay_command(args: argparse.Namespace) -> int:
         )
         for line in target.describe(backend.description, faults):
             console.print(f"  {line}", markup=False)
+        if scenario.history:  # run first, on the same engine pair (graphcheck.check.chain)
+            console.print(f"  after its history: {plural(len(scenario.history), 'earlier scenario')}", markup=False)
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         started = time.perf_counter()
         write_pending(out_dir / "pending-scenario.json", scenario)

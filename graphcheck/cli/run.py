@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from graphcheck import github
 from graphcheck.backends.devices import resolve
+from graphcheck.check.applicable import applicability, left_out_line
+from graphcheck.check.chain import history_line
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
@@ -126,7 +128,8 @@ def run_command(args: argparse.Namespace) -> int:
         if not interrupted and all(o.engine_error is None for o in outcomes):
             pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
-        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved)
+        applicable = applicability(plan.engine.capabilities)
+        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved, applicable)
         paths, info, unwritten = None, None, None
         with ledger() as written:
             try:
@@ -134,6 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
                     plan.out_dir / "fuzz.json",
                     fuzzed,
                     involved=involved,
+                    applicable=applicable,
                     seed=plan.seed,
                     jobs=plan.jobs,
                     database=plan.database.describe(),
@@ -149,6 +153,8 @@ def run_command(args: argparse.Namespace) -> int:
             console.print(summary_table(outcomes, fuzzed))
         if fuzzed:
             console.print(situations_table(situations))
+            if applicable.left_out:
+                console.print(left_out_line(applicable), markup=False, highlight=False)
         if logged.summary() is not None:
             console.print(logged.summary(), markup=False, highlight=False)
         _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted, unwritten)
@@ -233,6 +239,9 @@ def _print_verdict(
     where = where_line(first)
     if where is not None:
         console.print(where)
+    history = history_line(first.scenario) if first is not None and not first.clean else None
+    if history is not None:
+        console.print(history, markup=False, highlight=False)
     if unwritten is not None:
         console.print(report_unwritten(plan.out_dir, unwritten), markup=False, highlight=False)
         return

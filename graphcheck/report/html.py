@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import jinja2
 
+from graphcheck.check.chain import history_lines
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SITUATION_NAMES, SituationRow
 from graphcheck.display import shown
@@ -188,6 +189,7 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
         localisation=localisation_view(loc, first, links) if loc is not None else None,
         numeric=numeric_view(outcome.numeric),
         chart=step_chart(outcome),
+        history=history_lines(scenario),
     )
 
 

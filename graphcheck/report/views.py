@@ -94,6 +94,8 @@ class OutcomeView:
     numeric: Any = None
     #: The step timeline chart of a failing outcome (graphcheck.report.charts.step_chart).
     chart: Any = None
+    #: The scenarios the engine pair ran before this one (``Scenario.history``), one line each.
+    history: list[str] = field(default_factory=list)
 
     @property
     def failure_count(self) -> int:

@@ -33,6 +33,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky, Unsatisfiable
 
+from graphcheck.check.applicable import Applicability, applicability
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.memory_gate import MemoryLimitError
@@ -48,6 +49,7 @@ from graphcheck.search.batches import batches
 from graphcheck.search.collector import fewer_collections
 from graphcheck.search.database import KeyedDatabase
 from graphcheck.search.determinism import seed_only
+from graphcheck.search.history import NeedsHistory, shrink_history
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
 
@@ -106,7 +108,14 @@ def _where(outcome: CheckOutcome | None) -> str | None:
     return outcome.localisation.headline()
 
 
-def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: Iterable[str] = (), **run: Any) -> None:
+def write_fuzz_summary(
+    path: Path,
+    results: Sequence[FuzzResult],
+    *,
+    involved: Iterable[str] = (),
+    applicable: Applicability | None = None,
+    **run: Any,
+) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
     figures (``graph_steps``: the graph engine's steps, ``replayed_steps``: of them, those that replayed a
     graph; also for the whole run), ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
@@ -117,7 +126,9 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
     ``involved``, reach it), ``situations_missing``, the ones no example reached, and
     ``situations_missing_on_replay``, the ones none reached on a replayed step. ``numeric`` (run and suite; null for the
     exact model): the float calibrations used (measured noise floor, band, ceiling, drift level), the
-    largest score difference eager vs graph any example showed, and the float examples counted."""
+    largest score difference eager vs graph any example showed, and the float examples counted.
+    ``applicable`` (graphcheck.check.applicable): the table and both missing lists count only the
+    situations the engine can reach; ``situations_left_out`` names the others, each with why."""
     entries = [
         {
             "suite": r.suite,
@@ -147,9 +158,10 @@ def write_fuzz_summary(path: Path, results: Sequence[FuzzResult], *, involved: I
         "graph_steps": tally.graph_steps,
         "replayed_steps": tally.replayed_steps,
         "suites": entries,
-        "situations": [row.to_dict() for row in situation_table(tally, involved)],
-        "situations_missing": tally.missing(),
-        "situations_missing_on_replay": tally.missing_on_replay(),
+        "situations": [row.to_dict() for row in situation_table(tally, involved, applicable)],
+        "situations_missing": tally.missing(applicable),
+        "situations_missing_on_replay": tally.missing_on_replay(applicable),
+        "situations_left_out": dict(applicable.left_out) if applicable is not None else {},
     }
     write_atomic(path, json.dumps(summary, indent=2) + "\n")  # whole or not at all (a full disk)
 
@@ -252,8 +264,8 @@ class EngineNondeterministic(DivergenceError):
         where = f"kept in {kept}: `graphcheck replay` it" if kept is not None else "not kept (the disk refused it)"
         super().__init__(
             f"suite {one_line(suite)}: the engine gave different results for the same scenario "
-            f"{one_line(scenario.name or '(unnamed)')}: it diverged once and ran clean when run again (a "
-            f"nondeterministic engine, or one whose reset keeps state from an earlier scenario), so the search "
+            f"{one_line(scenario.name or '(unnamed)')}: it diverged once and ran clean when run again on a fresh "
+            f"engine pair, after the scenarios it had run after too (a nondeterministic engine), so the search "
             f"cannot go on; the scenario is {where}"
         )
         self.suite, self.scenario, self.kept = suite, scenario, kept
@@ -394,10 +406,12 @@ def fuzz_suite(
         if shrunk is None:
             return search.result(None)
         write_pending(pending_path, shrunk)
-        outcome = checker.run(shrunk, localise=True)
+        outcome = checker.with_pool(None).run(shrunk, localise=True)  # fresh engines: the scenario alone
         if outcome.clean:  # it diverged in the search
             raise EngineNondeterministic(name, shrunk, pending_path if pending_path.is_file() else None)
         return search.result(outcome)
+    except NeedsHistory as needs:
+        return search.result(_with_history(name, checker, needs, pending_path))
     except Flaky as flaky:
         error = _not_repeated(name, flaky, search.smallest, pending_path)
         if error is flaky:
@@ -409,6 +423,25 @@ def fuzz_suite(
         raise stop.error from None
     except KeyboardInterrupt:
         raise SearchInterrupted(search.result(search.smallest, interrupted=True)) from None
+
+
+def _with_history(name: str, checker: Checker, needs: NeedsHistory, pending_path: Path) -> CheckOutcome:
+    """The finding of a divergence that needs the engine pair's history: run again with that history on a
+    fresh pair, shrunk (``graphcheck.search.history``) and localised."""
+    fresh = checker.with_pool(None)
+    scenario = dataclasses.replace(needs.scenario, name=f"{name}/shrunk")
+    write_pending(pending_path, scenario)
+    found = fresh.run(scenario)
+    if found.clean or found.device_error or found.engine_error or found.hung:
+        if not found.clean:  # stopped: reported as it is, unshrunk
+            return found
+        raise EngineNondeterministic(name, scenario, pending_path if pending_path.is_file() else None)
+    shrunk = shrink_history(fresh.run, found).scenario
+    write_pending(pending_path, shrunk)
+    outcome = fresh.run(shrunk, localise=True)
+    if outcome.clean:
+        raise EngineNondeterministic(name, shrunk, pending_path if pending_path.is_file() else None)
+    return outcome
 
 
 class _Search:
@@ -433,6 +466,9 @@ class _Search:
         self.coverage = CoverageTally()
         self.numeric = NumericTally()
         self.passed: set[Scenario] = set()  # scenarios of batches that ran clean (judge_batch)
+        self.failed: set[Scenario] = set()  # scenarios that diverged (on a fresh pair, or alone)
+        self.needs_history: CheckOutcome | None = None  # a divergence that did not repeat on a fresh pair
+        self.applicable = applicability(getattr(checker.engine, "capabilities", None))
 
     def judge(self, scenario: Scenario) -> Scenario | None:
         """``scenario`` when it diverges, else None."""
@@ -457,9 +493,11 @@ class _Search:
         return None
 
     def diverges(self, scenario: Scenario) -> bool:
+        if scenario in self.failed:  # judged once: the same verdict, whatever the pool holds now
+            return True
         write_pending(self.pending_path, scenario)
         try:
-            outcome = self.checker.run(scenario)
+            outcome = self._run(scenario)
         except NOT_FINDINGS as error:  # Hypothesis must not shrink it
             raise _NotAFinding(error) from None
         self.examples += 1
@@ -478,7 +516,25 @@ class _Search:
             self.on_progress(self.progress())
         if outcome.device_error or outcome.engine_error or outcome.hung:
             raise DeviceLost(outcome)
+        if self.needs_history is not None:
+            raise NeedsHistory(self.needs_history)
+        if not outcome.clean:
+            self.failed.add(scenario)
         return not outcome.clean
+
+    def _run(self, scenario: Scenario) -> CheckOutcome:
+        """The lockstep run of ``scenario`` on pooled engines; a divergence there after earlier scenarios is
+        run again on a fresh pair: diverging again, that run is the outcome; clean, the divergence needs the
+        pair's history (``needs_history``: the search stops with :class:`NeedsHistory`)."""
+        outcome = self.checker.run(scenario)
+        stopped = outcome.device_error or outcome.engine_error or outcome.hung
+        if outcome.clean or stopped or not outcome.history:
+            return outcome
+        fresh = self.checker.with_pool(None).run(scenario)
+        if fresh.clean:
+            self.needs_history = outcome
+            return outcome
+        return fresh
 
     def _record_situations(self, scenario: Scenario, outcome: CheckOutcome) -> None:
         """Tally the situations the example reached, and tell Hypothesis (its statistics show them as events).
@@ -487,7 +543,7 @@ class _Search:
         same batch again and again (a thorough search drew 374 distinct scenarios of 1,600 with
         it, 554 without); the rare situations are built directly instead (suite ``combinations``).
         A situation reached on a replayed step is counted a second time, apart (``CoverageTally.replayed``)."""
-        reached = situations_reached(scenario, outcome)
+        reached = situations_reached(scenario, outcome, self.applicable)
         self.coverage.add_reached(reached, diverged=not outcome.clean)
         self.coverage.add_steps(outcome)
         self.numeric.add(outcome.numeric)

@@ -7,6 +7,20 @@ from typing import Any
 from graphcheck.buckets import BucketPolicy, Pad, PathPolicy
 from graphcheck.capabilities import EngineCapabilities, EngineOption, Fault
 
+
+def _async_choices() -> tuple[int, ...]:
+    """Async batching is drawn where the installed transformers runs it on every backend: 5.17 runs it on
+    CUDA only (the engine refuses it on the CPU), so with 5.17 installed it is not drawn. Read from the
+    package metadata, without importing transformers."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:
+        return (0, 1)
+    return (0,) if installed.startswith("5.17.") else (0, 1)
+
+
 #: Options graphcheck draws (the first choice of each is the simplest, and the default).
 OPTIONS = (
     EngineOption("page_size", (8, 4, 16), "tokens per KV-cache page"),
@@ -16,17 +30,19 @@ OPTIONS = (
         "the scheduler's token budget per batch; small budgets split prefills into chunks",
     ),
     EngineOption(
-        "cache_requests",
-        (0, 1, 2),
-        "KV cache size in full-length requests (0: room for every slot); 1 or 2 force cache pressure, "
-        "so requests wait for pages or are offloaded and re-prefilled",
+        "cache_tokens",
+        (0, 50, 20, 1),
+        "KV cache size in tokens, drawn as a share in percent of what the scenario's requests need, never below "
+        "its largest request's (0: room for every slot at full length; 1: the largest request alone); below 100 "
+        "requests wait for pages, allocations fail, requests are offloaded and prefilled again",
+        scale="need",
     ),
     EngineOption("q_padding", (8, 4, 16), "query tokens are padded to a multiple of this (graph keys)"),
     EngineOption("kv_padding", (16, 8, 32), "cache tokens read are padded to a multiple of this (graph keys)"),
     EngineOption("sliding_window", (0, 8), "0: a Llama-style model; > 0: a Mistral config with that sliding window"),
     EngineOption(
         "async_batching",
-        (0, 1),
+        _async_choices(),
         "1: double-buffered async batching (two IO pairs; batch N is scheduled and launched before batch N-1's "
         "tokens are in, and its graph carries them into its inputs; results come one call late)",
     ),
@@ -100,6 +116,7 @@ CAPABILITIES = EngineCapabilities(
     options=OPTIONS,
     schedule="engine",
     buckets=POLICY,
+    cache_report=True,
 )
 
 
@@ -107,10 +124,23 @@ def cb_options(config: Any) -> dict[str, int]:
     """The engine's settings for ``config``: its options (defaults where unset), ``num_blocks`` derived."""
     options = {name: config.option(name, default) for name, default in DEFAULTS.items()}
     page = options["page_size"]
+    if options["cache_tokens"]:  # a token to spare: async batching schedules one ahead
+        options["num_blocks"] = -(-(_held_tokens(options, config.max_model_len) + 1) // page)
+        return options
     per_request = -(-config.max_model_len // page) + 2  # a full-length request, with a page to spare each side
-    held = options["cache_requests"] or config.max_num_seqs + 1
-    options["num_blocks"] = per_request * held
+    options["num_blocks"] = per_request * (config.max_num_seqs + 1)
     return options
+
+
+def _held_tokens(options: dict[str, int], max_model_len: int) -> int:
+    """The cache tokens for the drawn size: ``cache_tokens`` counts every token of a request, but a
+    sliding-window model holds only its window (and a page) of each, so there it shrinks by that share of a
+    full-length request, to one window at least."""
+    window = options["sliding_window"]
+    if not window:
+        return options["cache_tokens"]
+    held = window + options["page_size"]
+    return max(held, options["cache_tokens"] * held // max(1, max_model_len))
 
 
 __all__ = ["CAPABILITIES", "DEFAULTS", "FAULTS", "OPTIONS", "POLICY", "cb_options"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -40,7 +41,7 @@ from graphcheck.engines.hf_cb.model import build_model
 from graphcheck.engines.hf_cb.versions import Shim, UnsupportedVersion, installed
 from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.model_report import ModelStep
-from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.schedule import CacheReport, Schedule, ScheduledRun
 from graphcheck.state import CACHE, BufferState, EngineState
 from graphcheck.step_result import RequestStep, StepResult
 
@@ -80,6 +81,7 @@ class _Launch:
     needs: dict[str, int]
     real_lengths: dict[str, int]
     pad: tuple[int, int, int, int] | None
+    discarded: frozenset[str] = frozenset()  # runs whose result the engine dropped (offloaded in flight)
 
 
 @dataclass
@@ -179,7 +181,9 @@ class Engine:
         self._captured_key: tuple[int, ...] | None = None
         self._capture_values: dict[str, int] = {}  # host values of the capture under way
         self._observed_inputs: Any = ()  # the capture observer's table of that capture (GPU)
+        self._pressure = _Pressure()
         self._instrument()
+        self._watch_cache()
         cb_faults.apply(self, tuple(faults))
         if self.shim.cache_rows:  # graphcheck.adapter.StateSnapshots, where the version's cache layout is known
             self.state_snapshot = self._state_snapshot
@@ -213,6 +217,91 @@ class Engine:
         runner.maybe_pad_inputs = maybe_pad_inputs
         runner._sample = probed_sample
         runner._capture_graph = capture_graph
+
+    def _watch_cache(self) -> None:
+        """Count, on this engine's own cache and offloading manager, the block allocations that fail and the
+        requests evicted while a batch is scheduled (``Schedule.cache``); a version without them reports none."""
+        pressure = self._pressure
+        offloading = getattr(self.processor, "offloading_manager", None)
+        offload = getattr(offloading, "offload_requests", None)
+        if offload is None or not self._watch_allocations():
+            return
+        scheduler = self.processor.scheduler
+
+        def offload_requests() -> Any:
+            active = set(scheduler.active_requests)
+            done = offload()
+            pressure.offloaded += sorted(active - set(scheduler.active_requests))
+            return done
+
+        offloading.offload_requests = offload_requests
+        pressure.enabled = True
+
+    def _watch_allocations(self) -> bool:
+        """Count failed block allocations: ``can_store_request_tokens`` (5.23) or ``allocate_blocks`` (5.17,
+        None when it fails); False where the version has neither."""
+        failed = self._pressure.failed
+        can_store = getattr(self.cache, "can_store_request_tokens", None)
+        if can_store is not None:
+
+            def can_store_request_tokens(state: Any, request_len: int, dry_run: bool = False) -> bool:
+                fits = can_store(state, request_len, dry_run)
+                if not fits and not dry_run:
+                    failed.append(state.request_id)
+                return fits
+
+            self.cache.can_store_request_tokens = can_store_request_tokens
+            return True
+        allocate = getattr(self.cache, "allocate_blocks", None)
+        if allocate is None:
+            return False
+
+        def allocate_blocks(n_blocks: int, request_id: str, allocated_blocks: int) -> Any:
+            got = allocate(n_blocks, request_id, allocated_blocks)
+            if got is None:
+                failed.append(request_id)
+            return got
+
+        self.cache.allocate_blocks = allocate_blocks
+        return True
+
+    def _cache_report(self, scheduled: set[str]) -> CacheReport | None:
+        """The cache once the batch was scheduled (None where the version's cache was not watched)."""
+        pressure = self._pressure
+        if not pressure.enabled:
+            return None
+        total, free = self._blocks()
+        waiting = tuple(sorted({r for r in pressure.failed if r not in scheduled} | self._held_back(scheduled)))
+        report = CacheReport(total, free, len(pressure.failed), waiting, tuple(dict.fromkeys(pressure.offloaded)))
+        pressure.clear()
+        return report
+
+    def _blocks(self) -> tuple[int, int]:
+        """The cache's blocks (sectors, 5.23) in all and free."""
+        cache = self.cache
+        share = getattr(cache, "compute_free_capacity", None)
+        if callable(share):
+            total = int(getattr(cache, "num_sectors", 0) or getattr(cache, "num_blocks", 0))
+            return total, round(float(share(relative=True)) * total)
+        total = int(getattr(cache, "num_blocks", 0))
+        count = getattr(cache, "get_num_free_blocks", None)
+        return total, int(count()) if callable(count) else total
+
+    def _short_of_margin(self) -> bool:
+        """Whether less of the cache is free than the scheduler's safety margin, which then admits no new
+        prefill beside others (checked before the batch is scheduled, as the scheduler does)."""
+        margin = getattr(self.processor.scheduler, "safety_margin", None)
+        total, free = self._blocks()
+        return margin is not None and total > 0 and free / total < float(margin)
+
+    def _held_back(self, scheduled: set[str]) -> set[str]:
+        """Requests in the waiting queue while the scheduler holds new requests back for the cache (after it
+        offloaded one, or with less of the cache free than its safety margin): they wait for blocks, not for
+        the token budget."""
+        scheduler = self.processor.scheduler
+        if not (getattr(scheduler, "block_new_requests", False) or self._pressure.short_of_margin):
+            return set()
+        return {str(r) for r in getattr(scheduler, "waiting_requests", {}) if r not in scheduled}
 
     def _observed(self, forward_fn: Any) -> Any:
         """``forward_fn``, observed when it runs inside a real capture (the GPU's static-input table)."""
@@ -314,6 +403,8 @@ class Engine:
     def _launch(self) -> None:
         """Prepare and launch the next batch, when the engine has one (lazily capturing its graph)."""
         self._pad, self._captured_key = None, None
+        self._pressure.clear()
+        self._pressure.short_of_margin = self._short_of_margin()
         if not self.processor.prepare_next_batch():
             return
         pair = self._pair()
@@ -333,13 +424,22 @@ class Engine:
         done = self._in_flight.popleft()
         before = {id(s): (len(s.generated_tokens), _status(s)) for s in done.states}
         self.processor.update_batch()
-        outcomes = []
+        outcomes, discarded = [], set()
         for run, state in zip(done.schedule.runs, done.states):
             produced, status = before[id(state)]
             if status in ("FINISHED", "PENDING"):
+                if self._requeued(run.request_id, status):
+                    discarded.add(run.request_id)
                 continue
             outcomes.append(self._outcome(run, state, produced))
-        return done, outcomes
+        return dataclasses.replace(done, discarded=frozenset(discarded)), outcomes
+
+    def _requeued(self, request_id: str, status: str) -> bool:
+        """Whether a request of a batch in flight was offloaded since (async mode, under cache pressure): the
+        engine drops that batch's result for it and runs it again later (restored, or prefilled again)."""
+        if status == "PENDING":
+            return True
+        return request_id in getattr(self.processor.scheduler, "waiting_requests", {})
 
     def _reported(self, t: int, done: tuple[_Launch, list[RequestStep]] | None) -> StepResult:
         if done is None:
@@ -386,7 +486,8 @@ class Engine:
             states.append(state)
             first = int(state.position_offset) - int(future.query_length)
             runs.append(ScheduledRun(rid, int(future.query_length), first, bool(future.has_new_token)))
-        return Schedule(tuple(runs), self.pipeline_depth), tuple(states)
+        cache = self._cache_report({r.request_id for r in runs})
+        return Schedule(tuple(runs), self.pipeline_depth, cache), tuple(states)
 
     def _host_values(self, io: Any) -> dict[str, int]:
         """The host sizes the batch's kernels were shaped by once its inputs were made (padded): a
@@ -455,7 +556,7 @@ class Engine:
             padded_sizes=padded,
             limits=dict(self.limits),
             host_values=needs,
-            schedule=launch.schedule,
+            schedule=_without(launch.schedule, launch.discarded),
             graph_sets=self.pairs,
         )
 
@@ -467,7 +568,7 @@ class Engine:
             tokens,
             (),
             spec.seed if spec is not None else 0,
-            len(state.generated_tokens),
+            _generated(state, spec),
             run.first_position + run.query_tokens,
             _status(state) == "FINISHED",
         )
@@ -477,7 +578,11 @@ class Engine:
         if not producing:
             return {}
         rows = self.probe[launch.pair, : len(producing)].detach().to("cpu", self.torch.float64).numpy()
-        return {rid: ModelStep(rid, rows[i : i + 1].copy()) for i, rid in enumerate(producing)}
+        return {
+            rid: ModelStep(rid, rows[i : i + 1].copy())
+            for i, rid in enumerate(producing)
+            if rid not in launch.discarded
+        }
 
     @property
     def last_step_info(self) -> StepInfo | None:
@@ -586,6 +691,20 @@ class Engine:
         return logits.float().to("cpu", torch.float64).numpy()
 
 
+@dataclass
+class _Pressure:
+    """What the cache went through while the batch under way was scheduled."""
+
+    enabled: bool = False
+    short_of_margin: bool = False  # less of the cache free than the scheduler's safety margin
+    failed: list[str] = field(default_factory=list)  # a request per failed block allocation
+    offloaded: list[str] = field(default_factory=list)  # requests evicted from the cache
+
+    def clear(self) -> None:
+        self.failed.clear()
+        self.offloaded.clear()
+
+
 @contextlib.contextmanager
 def _no_collection() -> Iterator[None]:
     """No garbage collection while capturing: an earlier engine collected mid-capture resets its
@@ -602,6 +721,27 @@ def _no_collection() -> Iterator[None]:
 
 #: How deep buffer names are looked for under each root (the cache's per-layer views sit at depth 5).
 _DEPTH = 6
+
+
+def _without(schedule: Schedule, discarded: frozenset[str]) -> Schedule:
+    """``schedule`` as the engine kept it: the runs whose result it dropped left out (their sizes still
+    shaped the batch: the padding is judged from the whole launch)."""
+    if not discarded:
+        return schedule
+    runs = tuple(r for r in schedule.runs if r.request_id not in discarded)
+    return dataclasses.replace(schedule, runs=runs)
+
+
+def _generated(state: Any, spec: Any) -> int:
+    """Tokens the request generated so far. A request the engine requeued under cache pressure (a soft
+    reset: ``create_equivalent_initial_request``) is a new state whose prompt holds the tokens generated
+    before and whose ``generated_tokens`` starts empty; counted against the scenario's own prompt, the
+    tokens folded into it still count."""
+    generated = len(state.generated_tokens)
+    initial = getattr(state, "initial_tokens", None)
+    if spec is None or initial is None:
+        return generated
+    return generated + max(0, len(initial) - len(spec.prompt))
 
 
 def _status(state: Any) -> str:
