@@ -89,9 +89,11 @@ def _replayed(outcome) -> tuple[int, int]:
     return sum(1 for rec in busy if rec.used_graph), len(busy)
 
 
-@pytest.mark.parametrize("method", [0, 1], ids=["ngram", "draft_model"])
+@pytest.mark.parametrize("method", [0, 1, 2, 3, 4], ids=["ngram", "draft_model", "eagle", "eagle3", "mtp"])
 def test_unmodified_vllm_is_clean_with_graphs_replayed(checks, method):
     outcome = checks(_scenario(method))
+    drafted = [r for rec in outcome.records["graph"] for r in rec.result.requests if r.draft_tokens]
+    assert drafted  # every method proposes
     assert outcome.failures == [], [d.headline() for d in outcome.failures]
     replayed, busy = _replayed(outcome)
     assert busy and replayed * 2 >= busy  # most steps replay a captured graph
