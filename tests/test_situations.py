@@ -42,7 +42,7 @@ from graphcheck.scenario import (
     validate,
 )
 from graphcheck.search.fuzz import fuzz_suite, write_fuzz_summary
-from graphcheck.step_result import StepResult
+from graphcheck.step_result import RequestStep, StepResult
 from graphcheck.suites import SUITES
 from graphcheck.suites.combinations import REASONING_TOUR, STOP_KINDS, combination_scenarios, plant_stop
 
@@ -389,11 +389,14 @@ def test_a_search_tallies_every_example_and_writes_the_table(tmp_path: Path) -> 
 
 
 def test_replayed_steps_are_counted_from_the_graph_records_and_shown_as_a_share() -> None:
-    def record(step: int, used_graph: bool) -> StepRecord:
-        return StepRecord("graph", step, StepResult(step, ()), bucket=4 if used_graph else None, used_graph=used_graph)
+    ran = (RequestStep("r0", (1,), (), 0, 1, 1, False),)
 
-    outcome = CheckOutcome(validate(Scenario(EngineConfig(), (_request("r0"),), (), 3, "t")), "cpu", "emulated")
-    outcome.records["graph"] = [record(0, False), record(1, True), record(2, True)]
+    def record(step: int, used_graph: bool, requests: tuple = ran) -> StepRecord:
+        result = StepResult(step, requests)
+        return StepRecord("graph", step, result, bucket=4 if used_graph else None, used_graph=used_graph)
+
+    outcome = CheckOutcome(validate(Scenario(EngineConfig(), (_request("r0"),), (), 4, "t")), "cpu", "emulated")
+    outcome.records["graph"] = [record(0, False), record(1, True), record(2, True), record(3, False, ())]  # 3: idle
     outcome.records["eager"] = [record(0, False)] * 3  # the eager twin's steps are not the graph engine's
     tally = CoverageTally()
     tally.add_steps(outcome)

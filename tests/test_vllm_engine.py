@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.vllm
@@ -46,14 +47,21 @@ def _cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def checks():
-    """Scenarios checked with one engine pool: each configuration is built once."""
+def pooled():
+    """(backend, engine factory, pool): one engine pool for the module, each configuration built once."""
     from graphcheck.backends.devices import resolve
-    from graphcheck.check.checker import check_scenario
     from graphcheck.check.engines import resolve_engine
     from graphcheck.check.pool import EnginePool
 
-    backend, engine, pool = resolve("cpu"), resolve_engine("vllm"), EnginePool()
+    return resolve("cpu"), resolve_engine("vllm"), EnginePool()
+
+
+@pytest.fixture(scope="module")
+def checks(pooled):
+    """Scenarios checked with the module's engine pool."""
+    from graphcheck.check.checker import check_scenario
+
+    backend, engine, pool = pooled
 
     def check(scenario: Scenario, faults: tuple[str, ...] = ()):
         return check_scenario(scenario, backend, faults=faults, pool=pool, engine=engine)
@@ -81,9 +89,11 @@ def _replayed(outcome) -> tuple[int, int]:
     return sum(1 for rec in busy if rec.used_graph), len(busy)
 
 
-@pytest.mark.parametrize("method", [0, 1], ids=["ngram", "draft_model"])
+@pytest.mark.parametrize("method", [0, 1, 2, 3, 4], ids=["ngram", "draft_model", "eagle", "eagle3", "mtp"])
 def test_unmodified_vllm_is_clean_with_graphs_replayed(checks, method):
     outcome = checks(_scenario(method))
+    drafted = [r for rec in outcome.records["graph"] for r in rec.result.requests if r.draft_tokens]
+    assert drafted  # every method proposes
     assert outcome.failures == [], [d.headline() for d in outcome.failures]
     replayed, busy = _replayed(outcome)
     assert busy and replayed * 2 >= busy  # most steps replay a captured graph
@@ -106,7 +116,7 @@ def test_forced_accept_patterns_reach_vllms_greedy_verify(checks):
         ("vllm-slot-tail-stale", 0, "token"),
         ("vllm-rebind-input-ids", 0, "address"),
         ("vllm-kv-slots-temporary", 0, "token"),
-        ("vllm-drafter-positions-temporary", 1, "state"),
+        ("vllm-drafter-positions-temporary", 1, "token"),
         ("vllm-wasted-graph", 1, "shape"),
     ],
 )
@@ -142,9 +152,28 @@ def test_a_ci_run_is_clean_and_reports_its_replayed_steps(tmp_path):
     assert "replayed a graph" in done.stdout + done.stderr
 
 
-def test_both_engines_declare_the_kv_rows_of_their_live_requests(checks):
-    """The state check compares the KV caches (target's and drafter's layers) row by row: a drafter
-    writing its keys at frozen positions shows in the drafter's cache at the step it happens."""
-    outcome = checks(_scenario(1, full=True), faults=("vllm-drafter-positions-temporary",))
-    state = [d for d in outcome.failures if d.kind == "state"]
-    assert state and state[0].tensor.startswith("kv_caches.") and state[0].request_id is not None
+def test_the_kv_rows_declared_are_the_tokens_the_model_wrote(checks, pooled):
+    """Read through the layout the CPU cache writer is asked for, request c's prompt (token 4 four times)
+    has four equal values in the first layer (a value does not depend on the position) and four different
+    keys (rotated by position); every computed position of every live request is declared."""
+    backend, factory, pool = pooled
+    outcome = checks(_scenario(0, steps=2, full=True))
+    assert outcome.failures == [], [d.headline() for d in outcome.failures]
+    key = pool.key(factory.factory, backend, outcome.scenario.config, (), use_graphs=True)
+    engine = pool.take(key)
+    assert engine is not None
+    try:
+        for spec in outcome.scenario.requests:
+            if spec.arrival_step == 0:
+                engine.submit(spec)
+        engine.step(0, {})
+        slot = dict(engine.last_step_info.slots)["c"]
+        state = engine.state_snapshot().by_name()
+    finally:
+        pool.give(key, engine)
+    layer = state["kv_caches.0"]
+    assert len(layer.rows) == sum(len(spec.prompt) for spec in outcome.scenario.requests if spec.arrival_step == 0)
+    rows = layer.values[layer.owners == slot]  # [4, heads, key|value, head_size]
+    assert rows.shape[0] == 4 and np.array_equal(layer.rows[layer.owners == slot], np.arange(4))
+    assert all(np.array_equal(rows[0, :, 1], rows[i, :, 1]) for i in range(1, 4))
+    assert len({rows[i, :, 0].tobytes() for i in range(4)}) == 4

@@ -552,8 +552,8 @@ class CoverageTally:
         self.add(reached.anywhere, diverged=diverged, replayed=reached.replayed)
 
     def add_steps(self, outcome: CheckOutcome) -> None:
-        """The graph engine's steps of one example, and how many of them replayed a graph."""
-        steps = outcome.records.get("graph", [])
+        """The graph engine's steps of one example that ran a request, and how many of them replayed a graph."""
+        steps = [record for record in outcome.records.get("graph", []) if record.result.requests]
         self.graph_steps += len(steps)
         self.replayed_steps += sum(1 for record in steps if record.used_graph)
 

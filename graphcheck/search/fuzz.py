@@ -117,7 +117,7 @@ def write_fuzz_summary(
     **run: Any,
 ) -> None:
     """``fuzz.json``: ``run`` (seed, jobs, database, ...) and one entry per fuzzed suite (or job): its
-    figures (``graph_steps``: the graph engine's steps, ``replayed_steps``: of them, those that replayed a
+    figures (``graph_steps``: the graph engine's steps that ran a request, ``replayed_steps``: of them, those that replayed a
     graph; also for the whole run), ``first`` (the first divergence's headline), ``where`` (where it began; null when unknown)
     and ``situations`` (examples per situation reached) with ``situations_replayed`` (of them, the
     examples that reached it on a replayed step); then ``situations``, the run's situation table

@@ -8,7 +8,9 @@ from graphcheck.buckets import BucketPolicy, Pad, PathPolicy, size_mask
 from graphcheck.capabilities import EngineCapabilities, EngineOption, Fault
 
 #: ``method`` option values -> vLLM's speculative method.
-METHODS = {0: "ngram", 1: "draft_model"}
+METHODS = {0: "ngram", 1: "draft_model", 2: "eagle", 3: "eagle3", 4: "mtp"}
+#: Methods whose drafter is a head over the target's hidden states (weights drawn at load, no checkpoint).
+HEADS = ("eagle", "eagle3", "mtp")
 #: vLLM's CPU attention pages hold a multiple of 32 tokens.
 BLOCK_SIZE = 32
 
@@ -16,9 +18,11 @@ BLOCK_SIZE = 32
 OPTIONS = (
     EngineOption(
         "method",
-        (0, 1),
+        (0, 1, 2, 3, 4),
         "speculative method: 0 n-gram (prompt lookup, proposed on the host), 1 draft_model (a drafter with the "
-        "target's weights and graphs of its own)",
+        "target's weights and graphs of its own), 2 EAGLE and 3 EAGLE-3 (a one-layer head over the target's "
+        "hidden states, random weights, graphs of its own), 4 MTP (a MiMo target drafting with its own "
+        "next-token layer)",
     ),
     EngineOption(
         "max_num_batched_tokens",

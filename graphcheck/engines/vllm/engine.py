@@ -39,8 +39,16 @@ from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.engines.vllm import faults as vllm_faults
 from graphcheck.engines.vllm import runtime
 from graphcheck.engines.vllm import state as vllm_state
-from graphcheck.engines.vllm.capabilities import BLOCK_SIZE, CAPABILITIES, METHODS, capture_tokens, limits, vllm_options
-from graphcheck.engines.vllm.model import model_folder
+from graphcheck.engines.vllm.capabilities import (
+    BLOCK_SIZE,
+    CAPABILITIES,
+    HEADS,
+    METHODS,
+    capture_tokens,
+    limits,
+    vllm_options,
+)
+from graphcheck.engines.vllm.model import head_folder, model_folder, mtp_folder
 from graphcheck.model_report import ModelStep
 from graphcheck.schedule import Schedule, ScheduledRun
 from graphcheck.state import EngineState
@@ -160,7 +168,8 @@ class Engine:
 
     # ------------------------------------------------------------------ construction
     def _engine_args(self) -> dict[str, Any]:
-        config, folder = self.config, str(model_folder(self.config))
+        mtp = not self.config.naive_mode and METHODS[self.options["method"]] == "mtp"
+        config, folder = self.config, str(mtp_folder(self.config) if mtp else model_folder(self.config))
         k = config.num_speculative_tokens
         per_request = -(-(config.max_model_len + k + 1) // BLOCK_SIZE)
         args: dict[str, Any] = dict(
@@ -179,6 +188,8 @@ class Engine:
         )
         if not config.naive_mode:
             args["speculative_config"] = self._speculative_config(folder)
+            if METHODS[self.options["method"]] in HEADS:  # a head has no checkpoint: weights drawn at load
+                args["load_format"] = "dummy"
         sizes = list(capture_tokens(config))
         if self.use_graphs and sizes:
             args["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
@@ -191,6 +202,10 @@ class Engine:
         if method == "ngram":
             low, high = NGRAM_WINDOW
             return {"method": method, "num_speculative_tokens": k, "prompt_lookup_min": low, "prompt_lookup_max": high}
+        if method == "mtp":  # the target's own next-token layer drafts
+            return {"method": method, "num_speculative_tokens": k}
+        if method in HEADS:
+            folder = str(head_folder(self.config, method))
         return {"method": method, "model": folder, "num_speculative_tokens": k}
 
     def _loaded(self, runner: Any) -> None:

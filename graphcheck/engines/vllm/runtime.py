@@ -128,8 +128,27 @@ def _patch_platform() -> None:
     breakable.BreakableCUDAGraphWrapper._replay = _observed_replay(breakable.BreakableCUDAGraphWrapper._replay)
     CpuPlatform.register_triton_kernel_overrides = classmethod(_once(CpuPlatform.register_triton_kernel_overrides))
     import vllm.v1.engine.core as engine_core
+    from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
 
     engine_core.cleanup_dist_env_and_memory = _keep_process_state
+    DummyModelLoader.load_weights = _seeded_weights
+
+
+def _seeded_weights(self: Any, model: Any, model_config: Any) -> None:
+    """``load_format="dummy"`` under graphcheck: every parameter drawn from a generator seeded with the
+    model's seed (``graphcheck_seed`` in its config) and the parameter's name, before vLLM prepares its
+    kernels' weights. The same name gets the same values in every engine, so a draft head's embedding
+    equals the target's and the eager and graph engines of a pair hold one model. (vLLM's own dummy
+    weights are uniform in +-1e-3: every score would be a near tie.)"""
+    import torch
+
+    from graphcheck.engines.vllm.model import seeded_values
+
+    seed = int(getattr(model_config.hf_config, "graphcheck_seed", 0))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point():
+                param.copy_(seeded_values(torch, seed, name, tuple(param.shape)).to(param.dtype))
 
 
 def _keep_process_state(*args: Any, **kwargs: Any) -> None:
