@@ -23,6 +23,7 @@ except ImportError:
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+EOS = (63,)  # a stop token id (a scenario needs one); the tiny model seldom picks it
 CONFIG = EngineConfig(
     max_num_seqs=4,
     num_speculative_tokens=2,
@@ -74,12 +75,12 @@ def _scenario(method: int, accepts=(), steps: int = 10, full: bool = False, **co
         **{**CONFIG.__dict__, "engine_options": (("max_num_batched_tokens", 256), ("method", method)), **config}
     )
     requests = (
-        RequestSpec("a", 0, (1, 2, 3, 1, 2, 3, 1, 2), 9, ()),
-        RequestSpec("b", 0, (5, 6, 7, 8, 9), 12, ()),
-        RequestSpec("c", 2, (4, 4, 4, 4), 6, (), abort_step=6),
+        RequestSpec("a", 0, (1, 2, 3, 1, 2, 3, 1, 2), 9, EOS),
+        RequestSpec("b", 0, (5, 6, 7, 8, 9), 12, EOS),
+        RequestSpec("c", 2, (4, 4, 4, 4), 6, EOS, abort_step=6),
     )
     if full:  # four requests verifying k drafts each: steps of the largest capture size
-        requests = (*requests[:2], RequestSpec("c", 0, (4, 4, 4, 4), 12, ()), RequestSpec("d", 0, (7, 7, 7), 12, ()))
+        requests = (*requests[:2], RequestSpec("c", 0, (4, 4, 4, 4), 12, EOS), RequestSpec("d", 0, (7, 7, 7), 12, EOS))
     return Scenario(cfg, requests, tuple(accepts), steps)
 
 

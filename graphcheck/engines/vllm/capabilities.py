@@ -29,6 +29,20 @@ OPTIONS = (
         (256, 16),
         "the scheduler's token budget per step; 16 splits longer prompts into chunks (chunked prefill)",
     ),
+    EngineOption(
+        "prefill_graphs",
+        (1, 0),
+        "1: the capture sizes also cover prefill and mixed steps, in powers of two above the largest verify size "
+        "up to the token budget (as vLLM's default sizes do); 0: only the verify sizes R(1+k), larger steps eager",
+    ),
+    EngineOption(
+        "cache_tokens",
+        (0, 50, 20, 1),
+        "KV cache size in tokens, drawn as a share in percent of what the scenario's requests need, never below "
+        "its largest request's (0: every request at full length); below 100 allocations fail, requests wait, are "
+        "preempted and prefilled again",
+        scale="need",
+    ),
 )
 DEFAULTS = {o.name: o.choices[0] for o in OPTIONS}
 
@@ -106,6 +120,7 @@ CAPABILITIES = EngineCapabilities(
     graph_api="torch.cuda",
     options=OPTIONS,
     schedule="engine",
+    cache_report=True,
     buckets=POLICY,
 )
 
@@ -118,10 +133,26 @@ def vllm_options(config: Any) -> dict[str, int]:
 def capture_tokens(config: Any) -> tuple[int, ...]:
     """vLLM's capture sizes (tokens) for ``config``: each capture size of requests times the tokens a
     verifying request feeds (1 + k; 1 without drafts), up to the step's token budget (vLLM drops larger
-    ones: no step can need them)."""
+    ones: no step can need them); with ``prefill_graphs``, powers of two above those up to the budget."""
     per_request = 1 if config.naive_mode else 1 + config.num_speculative_tokens
-    budget = vllm_options(config)["max_num_batched_tokens"]
-    return tuple(sorted({size * per_request for size in config.capture_sizes if 0 < size * per_request <= budget}))
+    options = vllm_options(config)
+    budget = options["max_num_batched_tokens"]
+    sizes = {size * per_request for size in config.capture_sizes if 0 < size * per_request <= budget}
+    if sizes and options["prefill_graphs"]:
+        above = 1 << max(sizes).bit_length()  # the next power of two above the largest verify size
+        sizes |= {1 << n for n in range(above.bit_length() - 1, budget.bit_length()) if 1 << n <= budget}
+    return tuple(sorted(sizes))
+
+
+def cache_blocks(config: Any) -> int:
+    """The blocks vLLM is given (``num_gpu_blocks_override``, its null block included): room for every
+    request at full length, or the drawn ``cache_tokens`` and a verify's lookahead (k + 1 tokens)."""
+    lookahead = 1 + config.num_speculative_tokens
+    tokens = vllm_options(config)["cache_tokens"]
+    if tokens:
+        return -(-(tokens + lookahead) // BLOCK_SIZE) + 1
+    per_request = -(-(config.max_model_len + lookahead) // BLOCK_SIZE)
+    return config.max_num_seqs * per_request + 1
 
 
 def limits(config: Any) -> dict[str, int]:
@@ -129,4 +160,14 @@ def limits(config: Any) -> dict[str, int]:
     return {"capture_tokens": size_mask(capture_tokens(config))}
 
 
-__all__ = ["BLOCK_SIZE", "CAPABILITIES", "DEFAULTS", "FAULTS", "METHODS", "OPTIONS", "POLICY", "capture_tokens"]
+__all__ = [
+    "BLOCK_SIZE",
+    "CAPABILITIES",
+    "cache_blocks",
+    "DEFAULTS",
+    "FAULTS",
+    "METHODS",
+    "OPTIONS",
+    "POLICY",
+    "capture_tokens",
+]

@@ -39,18 +39,20 @@ from graphcheck.engines.packed import Runner, Sizes
 from graphcheck.engines.vllm import faults as vllm_faults
 from graphcheck.engines.vllm import runtime
 from graphcheck.engines.vllm import state as vllm_state
+from graphcheck.engines.vllm.cache import CacheWatch
 from graphcheck.engines.vllm.capabilities import (
     BLOCK_SIZE,
     CAPABILITIES,
     HEADS,
     METHODS,
+    cache_blocks,
     capture_tokens,
     limits,
     vllm_options,
 )
 from graphcheck.engines.vllm.model import head_folder, model_folder, mtp_folder
 from graphcheck.model_report import ModelStep
-from graphcheck.schedule import Schedule, ScheduledRun
+from graphcheck.schedule import CacheReport, Schedule, ScheduledRun
 from graphcheck.state import EngineState
 from graphcheck.step_result import RequestStep, StepResult
 
@@ -152,6 +154,7 @@ class Engine:
         core = self.llm.engine_core.engine_core
         self.scheduler = core.scheduler
         self.model_runner = core.model_executor.driver_worker.worker.model_runner
+        self._cache = CacheWatch(self.scheduler.kv_cache_manager)
         self._trace = _Trace()
         self._tracing = False
         self._specs: dict[str, Any] = {}
@@ -170,8 +173,6 @@ class Engine:
     def _engine_args(self) -> dict[str, Any]:
         mtp = not self.config.naive_mode and METHODS[self.options["method"]] == "mtp"
         config, folder = self.config, str(mtp_folder(self.config) if mtp else model_folder(self.config))
-        k = config.num_speculative_tokens
-        per_request = -(-(config.max_model_len + k + 1) // BLOCK_SIZE)
         args: dict[str, Any] = dict(
             model=folder,
             skip_tokenizer_init=True,
@@ -181,7 +182,7 @@ class Engine:
             max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=self.options["max_num_batched_tokens"],
             block_size=BLOCK_SIZE,
-            num_gpu_blocks_override=config.max_num_seqs * per_request + 1,
+            num_gpu_blocks_override=cache_blocks(config),
             enable_prefix_caching=False,
             enforce_eager=not self.use_graphs,
             disable_log_stats=True,
@@ -387,7 +388,7 @@ class Engine:
             padded_tokens=bucket if bucket is not None else real,
             has_prefill=any(not r.produces or r.query_tokens > 1 + len(r.drafts) for r in runs),
             slots=tuple((r.request_id, i) for i, r in enumerate(runs)),
-            schedule=Schedule(tuple(runs)),
+            schedule=Schedule(tuple(runs), cache=self._cache_report()),
             path="piecewise" if self.use_graphs else None,
             real_sizes={"tokens": real},
             padded_sizes={"tokens": bucket if bucket is not None else real},
@@ -396,7 +397,16 @@ class Engine:
         )
 
     def _idle_info(self, t: int) -> StepInfo:
-        return StepInfo(t, None, False, 0, 0, 0, 0, False, (), Schedule(()), limits=dict(self.limits))
+        schedule = Schedule((), cache=self._cache_report())
+        return StepInfo(t, None, False, 0, 0, 0, 0, False, (), schedule, limits=dict(self.limits))
+
+    def _cache_report(self) -> CacheReport:
+        """The cache once the last step was scheduled, its requests named by their external ids."""
+        scheduled = self._trace.scheduled
+        external = {r.request_id: rid for rid, r in self._requests.items()}
+        ran = scheduled.num_scheduled_tokens if scheduled is not None else {}
+        preempted = (getattr(scheduled, "preempted_req_ids", None) or ()) if scheduled is not None else ()
+        return self._cache.report(ran, preempted, lambda internal: external.get(internal, internal))
 
     @property
     def last_step_info(self) -> StepInfo | None:
@@ -460,6 +470,7 @@ class Engine:
         if live:
             self.llm.abort_request(live, internal=True)
         self.llm.reset_prefix_cache()
+        self._cache.failed.clear()
         self._specs.clear()
         self._requests.clear()
         self._info, self._report = None, {}
