@@ -4,6 +4,7 @@ line a missing vLLM gives. (``tests/test_vllm_engine.py`` runs vLLM itself, in `
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -129,13 +130,18 @@ def test_engine_vllm_without_vllm_is_one_line_and_exit_3():
 # -- the KV rows the vLLM adapter declares (graphcheck.engines.vllm.state) ------------------------------
 
 
-def _state_module():
-    """graphcheck.engines.vllm.state, loaded from its file: the package itself refuses to import without vLLM."""
-    path = Path(graphcheck.__file__).parent / "engines" / "vllm" / "state.py"
-    spec = importlib.util.spec_from_file_location("_vllm_state_under_test", path)
+def _vllm_module(name: str):
+    """graphcheck.engines.vllm.NAME, loaded from its file: the package itself refuses to import without vLLM."""
+    path = Path(graphcheck.__file__).parent / "engines" / "vllm" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_vllm_{name}_under_test", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def _state_module():
+    return _vllm_module("state")
 
 
 def _packing_writer(key, value, key_cache, value_cache, slots) -> None:
@@ -190,3 +196,60 @@ def test_a_writer_that_drops_elements_is_refused() -> None:
 
     with pytest.raises(RuntimeError, match="unwritten"):
         learn_layout(lossy, torch, 4, 3)
+
+
+# -- capture sizes and the KV cache vLLM is given -------------------------------------------------------
+
+
+def test_capture_sizes_cover_verify_batches_and_with_prefill_graphs_the_token_budget() -> None:
+    caps = _vllm_module("capabilities")
+    config = EngineConfig(capture_sizes=(1, 2, 4), num_speculative_tokens=2)
+
+    def sizes(**options: int) -> tuple[int, ...]:
+        return caps.capture_tokens(dataclasses.replace(config, engine_options=tuple(sorted(options.items()))))
+
+    assert sizes(prefill_graphs=0) == (3, 6, 12)  # R(1+k)
+    assert sizes() == (3, 6, 12, 16, 32, 64, 128, 256)  # and powers of two up to the budget
+    assert sizes(max_num_batched_tokens=16) == (3, 6, 12, 16)
+    assert sizes(max_num_batched_tokens=16, prefill_graphs=0) == (3, 6, 12)
+
+
+def test_the_cache_holds_every_request_or_the_drawn_tokens_with_a_verifys_lookahead() -> None:
+    caps = _vllm_module("capabilities")
+    config = EngineConfig(max_num_seqs=4, max_model_len=128, num_speculative_tokens=2)
+    assert caps.cache_blocks(config) == 4 * 5 + 1  # (128 + 3) tokens in blocks of 32, and the null block
+    tight = dataclasses.replace(config, engine_options=(("cache_tokens", 40),))
+    assert caps.cache_blocks(tight) == 2 + 1  # 40 + 3 tokens
+
+
+class _Pool:
+    num_gpu_blocks = 5
+
+    def __init__(self) -> None:
+        self.free = 4
+
+    def get_num_free_blocks(self) -> int:
+        return self.free
+
+
+class _Manager:
+    def __init__(self) -> None:
+        self.block_pool = _Pool()
+
+    def allocate_slots(self, request, tokens):
+        if tokens > self.block_pool.free:
+            return None
+        self.block_pool.free -= tokens
+        return ("blocks",)
+
+
+def test_failed_allocations_waiting_and_preempted_requests_are_reported_once_per_step() -> None:
+    watch = _vllm_module("cache").CacheWatch(_Manager())
+    request = SimpleNamespace
+    assert watch.manager.allocate_slots(request(request_id="a-1"), 3) is not None
+    assert watch.manager.allocate_slots(request(request_id="b-1"), 3) is None  # b waits
+    assert watch.manager.allocate_slots(request(request_id="c-1"), 5) is None  # c failed, then ran preempting d
+    report = watch.report(["a-1", "c-1"], ["d-1"], lambda internal: internal.split("-")[0])
+    assert (report.blocks, report.free_blocks, report.failed_allocations) == (4, 1, 2)
+    assert report.waiting == ("b",) and report.offloaded == ("d",)
+    assert watch.report([], [], str).failed_allocations == 0  # counted per step

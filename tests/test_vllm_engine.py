@@ -4,6 +4,7 @@ engine pair are built once per configuration and reused through ``reset()``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -178,3 +179,18 @@ def test_the_kv_rows_declared_are_the_tokens_the_model_wrote(checks, pooled):
     assert rows.shape[0] == 4 and np.array_equal(layer.rows[layer.owners == slot], np.arange(4))
     assert all(np.array_equal(rows[0, :, 1], rows[i, :, 1]) for i in range(1, 4))
     assert len({rows[i, :, 0].tobytes() for i in range(4)}) == 4
+
+
+def test_under_cache_pressure_requests_wait_are_preempted_and_prefilled_again_cleanly(checks):
+    """A cache of 40 tokens for four requests of 24 and more: vLLM preempts (recompute) and prefills again,
+    with the drafter's graphs running, and both engines stay with the oracle."""
+    from graphcheck.check.situations import situations_reached
+
+    config = _scenario(1).config
+    options = dict(config.engine_options, cache_tokens=40)
+    config = dataclasses.replace(config, engine_options=tuple(sorted(options.items())))
+    requests = tuple(RequestSpec(f"q{i}", i % 2, tuple(range(1 + i, 25 + i)), 20, EOS) for i in range(4))
+    outcome = checks(Scenario(config, requests, (), 40, "pressure"))
+    assert outcome.failures == [], [d.headline() for d in outcome.failures]
+    reached = situations_reached(outcome.scenario, outcome).anywhere
+    assert {"cache allocation failed", "request waits for cache", "request offloaded", "prefilled again"} <= reached
