@@ -186,6 +186,7 @@ class Engine:
             enable_prefix_caching=False,
             enforce_eager=not self.use_graphs,
             disable_log_stats=True,
+            use_tqdm_on_load=False,  # no progress bars (loading, capture) over graphcheck's console
         )
         if not config.naive_mode:
             args["speculative_config"] = self._speculative_config(folder)
