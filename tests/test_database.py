@@ -28,13 +28,15 @@ from graphcheck.cli import exitcodes, main
 from graphcheck.errors import InputError
 from graphcheck.scenario import Scenario
 from graphcheck.search.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
-from graphcheck.search.fuzz import SearchInterrupted, fuzz_suite
+from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, SearchInterrupted, fuzz_suite
 
 from _layers import slow
 
 #: Found by the addresses suite at its first example and shrunk in two runs: these tests check the
 #: database round trip, not the search.
-FAULT, SUITE = "rebind-output-offsets", "addresses"
+# The padding suite's first example (one request, the smallest draw) does not show this fault: a search finds
+# it later and shrinks it, so a search that fails at its first example did replay the saved one.
+FAULT, SUITE = "stale-padding-rows", "padding"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -129,14 +131,16 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
 
     first = fuzz(0, [])
     assert first.outcome is not None and not first.outcome.clean
+    assert first.first_failure_at is not None and first.first_failure_at > 1
     assert any((tmp_path / "db").iterdir()), "the failing example was saved"
     seen: list[Scenario] = []
     again = fuzz(1, seen)
-    # Another seed, yet the first example is the saved shrunk scenario; one more run reports it.
-    assert (again.first_failure_at, again.examples) == (1, 2)
-    assert seen[0] == first.outcome.scenario == again.outcome.scenario
+    # Another seed, yet the first example is the saved shrunk batch: its failing scenario runs once
+    # (Hypothesis's final call is answered from the search's verdicts), after any passing one before it.
+    assert again.first_failure_at == 1 and again.examples <= DEFAULT_PER_CONFIG < first.examples
+    assert seen[-1] == first.outcome.scenario == again.outcome.scenario
     # A search under another key does not see it: it fetches under its own key only, and finds nothing.
-    other = database_key("padding", Checker(cpu, faults=(FAULT,)))
+    other = database_key("addresses", Checker(cpu, faults=(FAULT,)))
     fetched.clear()
     first_example(1, other)
     assert fetched and all(k.startswith(other) and found == 0 for k, found in fetched), fetched
@@ -298,10 +302,10 @@ def test_redis_database_shares_a_failing_example_between_processes(tmp_path: Pat
     assert code_b == exitcodes.DIVERGENCE
     (fuzzed_b,) = json.loads((run_b / "fuzz.json").read_text())["suites"]
     # B's first example fails, and it is A's shrunk scenario: replayed from Redis, not drawn with seed 1.
-    assert (fuzzed_b["first_failure_at"], fuzzed_b["examples"]) == (1, 2)
+    assert fuzzed_b["first_failure_at"] == 1 and fuzzed_b["examples"] <= DEFAULT_PER_CONFIG  # (see above)
     assert (run_b / "scenario.json").read_text() == (run_a / "scenario.json").read_text()
     (fuzzed_a,) = json.loads((run_a / "fuzz.json").read_text())["suites"]
-    assert fuzzed_a["examples"] > 2
+    assert fuzzed_a["first_failure_at"] > 1 and fuzzed_a["examples"] > 2
 
 
 def test_unreachable_redis_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -261,7 +261,7 @@ def test_divergence_report_renders_and_copies(browser: str, tmp_path: Path, dive
     # the tables
     fuzz = body_rows(dom, "fuzz-table")
     assert [r[0] for r in fuzz] == [s.suite for s in suites]
-    assert fuzz[1][4:6] == ["divergence", "shrunk"]
+    assert fuzz[1][5:7] == ["divergence", "shrunk"]  # after scenarios, steps, replayed a graph, seconds
     assert [r[0] for r in body_rows(dom, "scenario-table")] == [o.scenario.name for o in outcomes]
     assert "7 suites fuzzed (1 diverged)" in dom and "DIVERGENCE" in dom
     assert "<script>alert" not in dom
@@ -301,7 +301,7 @@ def test_clean_report_renders(browser: str, tmp_path: Path, clean: ReportPaths) 
     counts = re.search(r'<span class="counts" id="counts">(.*?)</span>', dom, re.S)
     assert counts and "7 suites fuzzed: 160 scenarios, 1,234 steps; 4 built-in scenarios checked" in counts.group(1)
     fuzz = body_rows(dom, "fuzz-table")
-    assert [(r[0], r[1], r[4]) for r in fuzz] == [(n, str(e), "clean") for n, e, _ in samples.SUITE_FIGURES]
+    assert [(r[0], r[1], r[5]) for r in fuzz] == [(n, str(e), "clean") for n, e, _ in samples.SUITE_FIGURES]
     assert '<a href="fuzz.json">fuzz.json</a>' in dom
     # nothing diverged, so there is nothing to replay: no replay section, no copy button
     assert 'id="replay"' not in dom and log["visible"] is None and log["copied"] is None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Mapping, Sequence
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
@@ -18,11 +21,21 @@ from graphcheck.search.fuzz import FuzzResult
 PLAIN_WIDTH = 120
 
 
+class _OutputConsole(Console):
+    """rich's console, except that a reader who closes stdout (``graphcheck faults | head``) does not end
+    the command: the rest of its output goes to /dev/null and the exit code is still the verdict."""
+
+    def on_broken_pipe(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def make_console(quiet: bool = False) -> Console:
     """A console for stdout; when it is not a terminal, PLAIN_WIDTH columns instead of rich's 80."""
     width = None if Console().is_terminal else PLAIN_WIDTH
     # soft_wrap: a line of text (a path, a replay command) is never broken; tables still fit the width
-    return Console(highlight=False, quiet=quiet, soft_wrap=True, width=width)
+    return _OutputConsole(highlight=False, quiet=quiet, soft_wrap=True, width=width)
 
 
 def plain(text: object) -> str:
@@ -130,24 +143,32 @@ def doctor_table(statuses: Sequence[Any]) -> Table:
     return table
 
 
-def faults_table(faults: Mapping[str, Any], *, details: bool = True) -> Table:
-    """The faults by bug class; ``details=False``: one line per fault (its summary cut to the width)."""
-    title = "injectable faults (--inject NAME)" + ("" if details else "; --details for what each breaks and shows")
-    table = Table(title=title, title_justify="left")
-    columns = (
-        ("name", "class", "what it breaks", "signal", "declared breaks")
-        if details
-        else ("name", "class", "what it breaks")
-    )
-    for column in columns:
-        table.add_column(column, overflow="fold" if details else "ellipsis", no_wrap=not details)
-    for name, fault in sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0])):
-        row = (  # an engine's own text: shown as written, bidi controls and markup included
+def faults_table(faults: Mapping[str, Any], *, details: bool = True) -> RenderableType:
+    """The faults by bug class: the full table, or (``details=False``) one line per fault, its summary cut
+    to the console's width (the name, what ``--inject`` takes, is never cut)."""
+    ordered = sorted(faults.items(), key=lambda kv: (getattr(kv[1], "bug_class", 0), kv[0]))
+    if not details:
+        return _fault_lines(ordered)
+    table = Table(title="injectable faults (--inject NAME)", title_justify="left")
+    for column in ("name", "class", "what it breaks", "signal", "declared breaks"):
+        table.add_column(column, overflow="fold")
+    for name, fault in ordered:
+        table.add_row(  # an engine's own text: shown as written, bidi controls and markup included
             plain(name),
             str(getattr(fault, "bug_class", "")),
             plain(getattr(fault, "summary", str(fault))),
             plain(getattr(fault, "signal", "")),
             plain(", ".join(getattr(fault, "breaks", ()))),
         )
-        table.add_row(*row[: len(columns)])
     return table
+
+
+def _fault_lines(ordered: Sequence[tuple[str, Any]]) -> Group:
+    width = max((len(one_line(name)) for name, _ in ordered), default=4)
+    lines = [Text("injectable faults (--inject NAME); --details for what each breaks and shows", style="bold")]
+    lines.append(Text(f"{'name':<{width}}  class  what it breaks", style="bold"))
+    for name, fault in ordered:
+        row = f"{one_line(name):<{width}}  {str(getattr(fault, 'bug_class', '')):<5}  "
+        line = Text(row + one_line(getattr(fault, "summary", str(fault))), no_wrap=True, overflow="ellipsis")
+        lines.append(line)
+    return Group(*lines)

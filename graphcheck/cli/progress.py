@@ -75,7 +75,7 @@ class RunProgress:
     def end_suite(self, result: FuzzResult) -> None:
         self._search = None
         if self.live or self.plain:
-            self.console.print(suite_line(result), highlight=False)
+            self.console.print(suite_line(result), highlight=False, soft_wrap=True)
 
     def example(self, name: str, outcome: CheckOutcome) -> None:
         """A single scenario (not part of a search) was checked."""
@@ -90,7 +90,8 @@ class RunProgress:
             self._live.update(self._render())
         elif self.plain and self._clock() - self._last_line >= self.interval_s:
             self._last_line = self._clock()
-            self.console.print(self._render(), highlight=False)
+            # soft_wrap: a plain log line stays one line whatever the console's width
+            self.console.print(self._render(), highlight=False, soft_wrap=True)
 
     def _render(self) -> Text:
         elapsed = self._clock() - self._started
