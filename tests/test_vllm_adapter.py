@@ -214,12 +214,14 @@ def test_capture_sizes_cover_verify_batches_and_with_prefill_graphs_the_token_bu
     assert sizes(max_num_batched_tokens=16, prefill_graphs=0) == (3, 6, 12)
 
 
-def test_the_cache_holds_every_request_or_the_drawn_tokens_with_a_verifys_lookahead() -> None:
+def test_the_cache_holds_every_request_or_the_drawn_tokens_with_a_verifys_lookahead_and_one_full_request() -> None:
     caps = _vllm_module("capabilities")
     config = EngineConfig(max_num_seqs=4, max_model_len=128, num_speculative_tokens=2)
     assert caps.cache_blocks(config) == 4 * 5 + 1  # (128 + 3) tokens in blocks of 32, and the null block
     tight = dataclasses.replace(config, engine_options=(("cache_tokens", 40),))
-    assert caps.cache_blocks(tight) == 2 + 1  # 40 + 3 tokens
+    assert caps.cache_blocks(tight) == 5 + 1  # one request at max_model_len: vLLM starts with no less
+    short = dataclasses.replace(tight, max_model_len=32)
+    assert caps.cache_blocks(short) == 2 + 1  # 40 + 3 tokens
 
 
 class _Pool:

@@ -39,8 +39,8 @@ OPTIONS = (
         "cache_tokens",
         (0, 50, 20, 1),
         "KV cache size in tokens, drawn as a share in percent of what the scenario's requests need, never below "
-        "its largest request's (0: every request at full length); below 100 allocations fail, requests wait, are "
-        "preempted and prefilled again",
+        "its largest request's nor max_model_len (vLLM starts only with room for one full-length request; 0: "
+        "every request at full length); below 100 allocations fail, requests wait, are preempted and prefilled again",
         scale="need",
     ),
 )
@@ -98,8 +98,8 @@ FAULTS = (
     Fault(
         "vllm-wasted-graph",
         6,
-        "the dispatcher sends batches that fill the largest capture size to eager mode although their graph "
-        "was captured",
+        "the dispatcher sends batches of whole verify rows that fit a capture size exactly (R(1+k) tokens, no "
+        "padding) to eager mode although their graph was captured",
         "verify steps falling back to eager with graphs captured (vllm-project/vllm#27325; a verify size left "
         "out of the captured ones, vllm-project/vllm#55004)",
         "shape: graph dispatch (policy vs graph engine)",
@@ -146,11 +146,12 @@ def capture_tokens(config: Any) -> tuple[int, ...]:
 
 def cache_blocks(config: Any) -> int:
     """The blocks vLLM is given (``num_gpu_blocks_override``, its null block included): room for every
-    request at full length, or the drawn ``cache_tokens`` and a verify's lookahead (k + 1 tokens)."""
+    request at full length, or the drawn ``cache_tokens`` and a verify's lookahead (k + 1 tokens), never
+    less than one request at ``max_model_len`` (vLLM refuses to start with a cache that cannot hold one)."""
     lookahead = 1 + config.num_speculative_tokens
     tokens = vllm_options(config)["cache_tokens"]
     if tokens:
-        return -(-(tokens + lookahead) // BLOCK_SIZE) + 1
+        return -(-(max(tokens, config.max_model_len) + lookahead) // BLOCK_SIZE) + 1
     per_request = -(-(config.max_model_len + lookahead) // BLOCK_SIZE)
     return config.max_num_seqs * per_request + 1
 

@@ -71,21 +71,24 @@ def _drafter_positions_temporary(runner: Any) -> None:
 
 
 def _wasted_graph(runner: Any) -> None:
-    """The dispatcher sends a batch that fills the largest capture size to eager mode, graph or not."""
+    """The dispatcher sends a batch of whole verify rows (a multiple of 1 + k tokens) that fits a capture
+    size exactly to eager mode, although that size was captured (an exact-fit off-by-one at the key table)."""
     dispatcher = runner.cudagraph_dispatcher
     dispatch = dispatcher.dispatch
+    spec = getattr(runner, "speculative_config", None)
+    per_request = 1 + (spec.num_speculative_tokens if spec is not None else 0)
 
-    def dispatch_eagerly_at_the_top(num_tokens: int, *args: Any, **kwargs: Any) -> Any:
+    def dispatch_exact_fits_eagerly(num_tokens: int, *args: Any, **kwargs: Any) -> Any:
         mode, descriptor = dispatch(num_tokens, *args, **kwargs)
-        largest = dispatcher.compilation_config.max_cudagraph_capture_size
-        if largest and descriptor.num_tokens == largest and mode.name != "NONE":
+        exact = descriptor.num_tokens == num_tokens and num_tokens % per_request == 0
+        if exact and mode.name != "NONE":
             from vllm.config import CUDAGraphMode
             from vllm.forward_context import BatchDescriptor
 
             return CUDAGraphMode.NONE, BatchDescriptor(num_tokens=num_tokens)
         return mode, descriptor
 
-    dispatcher.dispatch = dispatch_eagerly_at_the_top
+    dispatcher.dispatch = dispatch_exact_fits_eagerly
 
 
 #: fault -> (patch, applied before the capture at start)
