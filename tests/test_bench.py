@@ -243,3 +243,17 @@ def test_a_baseline_source_with_markup_is_shown_as_written() -> None:
     console.print(fuzz_table(summary))
     console.print(verdict_line(summary))
     assert "[/] [bold]x[/bold]" in out.getvalue() and "TARGETS NOT MET pooled fuzzing is 1.00x" in out.getvalue()
+
+
+def test_the_startup_figure_is_judged_on_the_cpu_backend_only() -> None:
+    data = {
+        "benchmarks": [
+            {"extra_info": {"kind": "startup", "seconds": 3.5, "rounds": 5, "watched_modules": 0}, "stats": {}}
+        ]
+    }
+    cpu = summarise(data, backend="cpu", device="cpu", overhead_target=3.0)
+    assert cpu.startup is not None and cpu.startup.seconds == 3.5 and cpu.startup.rounds == 5
+    assert cpu.problems == ["start-up to the first example 3.50 s is above the target 3.0 s"]
+    assert cpu.to_dict()["startup"]["target_s"] == 3.0
+    cuda = summarise(data, backend="cuda", device="cuda:0", overhead_target=2.0)
+    assert cuda.passed and cuda.to_dict()["startup"]["target_s"] is None  # shown there, not judged

@@ -18,7 +18,9 @@ static-input table and refuses :func:`~graphcheck.backends.graphs.kernels.host_s
 torch dispatch mode refuses host syncs (``.item()``, ``bool(t)``, device to
 host copies, data-dependent sizes) *before* they reach CUDA and invalidate the
 capture, and tracks which storages the capture allocated. Unlike the emulator
-it does not reject work outside kernels: the GPU captures it all.
+it does not reject work outside kernels: the GPU captures it all. The warm-up runs
+go without that mode (``warmup.op_hooks_in_warm_up``), and eager steps and replays
+never see it: on real CUDA only the capture itself has a Python dispatch mode.
 
 For a kernel trace, ``CudaGraphRunner(per_kernel=True)`` captures each
 outermost kernel call of a region into its own ``CUDAGraph`` (same pool,
@@ -43,7 +45,7 @@ from .base import DeviceGraph, Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .emulated import rebuild
 from .torch_ops import TorchOps
-from .warmup import ArgRecorder, region_label, restore, warm_up
+from .warmup import ArgRecorder, op_hooks_in_warm_up, region_label, restore, warm_up
 
 
 class CudaGraph(DeviceGraph):
@@ -228,7 +230,9 @@ class CudaGraphRunner(GraphRunner):
         torch = self.torch
         try:
             with torch.cuda.stream(side):
-                warm_up(fn, self.ops, self.warmup_iters, label, snapshots)
+                warm_up(
+                    fn, self.ops, self.warmup_iters, label, snapshots, op_hooks=op_hooks_in_warm_up(str(self.device))
+                )
         finally:
             torch.cuda.current_stream().wait_stream(side)
 

@@ -57,7 +57,7 @@ from .base import CaptureError, Graph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .emulated import rebuild
 from .torch_ops import TorchOps
-from .warmup import ArgRecorder, region_label, restore, warm_up
+from .warmup import ArgRecorder, op_hooks_in_warm_up, region_label, restore, warm_up
 
 
 class NpuUnavailable(BackendUnavailableError, RuntimeError):
@@ -295,6 +295,8 @@ class NpuGraphRunner(GraphRunner):
         self._pool: Any = None
         self._update_stream: Any = None
         self._count = itertools.count(1)
+        #: the op hooks during warm-up runs: on the emulated NPU (CPU) only, see ``warmup.op_hooks_in_warm_up``
+        self.warm_up_hooks = op_hooks_in_warm_up(self.binding.device)
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> NpuGraph:
         dev, ops = self.dev, self.ops
@@ -308,7 +310,7 @@ class NpuGraphRunner(GraphRunner):
         try:
             try:
                 with dev.stream(side):
-                    warm_up(fn, ops, self.warmup_iters, label, snapshots)
+                    warm_up(fn, ops, self.warmup_iters, label, snapshots, op_hooks=self.warm_up_hooks)
             finally:
                 dev.current_stream().wait_stream(side)
             state = CaptureState(label, check_escapes=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 from collections.abc import ValuesView
 from contextlib import contextmanager
@@ -165,11 +166,52 @@ def _host_sync_reason(func: Any, args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+def _dynamo_disabled_when_loaded(raw: Callable[..., Any]) -> Callable[..., Any]:
+    """``raw`` (a ``__torch_dispatch__``) run past TorchDynamo once something has loaded it.
+
+    torch wraps a dispatch mode's ``__torch_dispatch__`` in ``torch._disable_dynamo``,
+    which imports ``torch._dynamo`` (and with it sympy, torch.distributed's FSDP and
+    the inductor's triton helpers, a second or more) at the mode's first op. That
+    only matters where Dynamo may be evaluating frames: never before something imports
+    ``torch._dynamo`` (``torch.compile`` does). So the modes opt out of torch's wrapping
+    (``_should_skip_dynamo``) and use this one: plain calls until Dynamo is loaded,
+    ``torch._dynamo.disable`` from then on, as torch's wrapper would.
+    """
+    disabled: Callable[..., Any] | None = None
+
+    @functools.wraps(raw)
+    def dispatch(self, func, types, args=(), kwargs=None):
+        nonlocal disabled
+        if disabled is None:
+            dynamo = sys.modules.get("torch._dynamo")
+            if dynamo is None or not hasattr(dynamo, "disable"):
+                return raw(self, func, types, args, kwargs)
+            disabled = dynamo.disable(raw, recursive=True)
+        return disabled(self, func, types, args, kwargs)
+
+    return dispatch
+
+
+@functools.cache
+def _dispatch_mode_base() -> type:
+    """``TorchDispatchMode`` whose subclasses keep their ``__torch_dispatch__`` unwrapped
+    (each wraps it in :func:`_dynamo_disabled_when_loaded` itself)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LazyDynamoMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+    return LazyDynamoMode
+
+
 @functools.cache
 def _mode_classes() -> tuple[type, type]:
     """The torch dispatch modes, defined on first use so that importing needs no torch."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+
+    TorchDispatchMode = _dispatch_mode_base()
 
     class CaptureMode(TorchDispatchMode):
         """During capture: refuse host syncs, track allocations and, if asked, escaped work."""
@@ -178,6 +220,7 @@ def _mode_classes() -> tuple[type, type]:
             super().__init__()
             self.state = state
 
+        @_dynamo_disabled_when_loaded
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _tls.bookkeeping:
@@ -224,6 +267,7 @@ def _mode_classes() -> tuple[type, type]:
     class PoisonGuard(TorchDispatchMode):
         """Outside captures: raise on any non-view op touching a poisoned storage."""
 
+        @_dynamo_disabled_when_loaded
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _POISONED and not _tls.bookkeeping and not _tls.captures and not func.is_view:
@@ -242,7 +286,7 @@ def _mode_classes() -> tuple[type, type]:
 
 @functools.cache
 def _forwarding_mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
+    TorchDispatchMode = _dispatch_mode_base()
 
     class ForwardingMode(TorchDispatchMode):
         """Hands every op to ``handler(func, args, kwargs)``, except the runners' own bookkeeping."""
@@ -251,6 +295,7 @@ def _forwarding_mode_class() -> type:
             super().__init__()
             self.handler = handler
 
+        @_dynamo_disabled_when_loaded
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _tls.bookkeeping:

@@ -8,7 +8,9 @@ contract is that a capture leaves no side effects, so:
 * :func:`warm_up` runs the region ``iters`` times with a :class:`Snapshotter`
   as kernel observer; it snapshots every pre-existing storage a kernel touches
   before its first touch (pre-existing: not allocated by this warm-up run), and
-  the runner puts the snapshots back with :func:`restore` after the capture;
+  the runner puts the snapshots back with :func:`restore` after the capture. On
+  real hardware it runs without the framework's op hooks (:func:`op_hooks_in_warm_up`:
+  no Python dispatch mode on the ops of a warm-up run); the capture keeps them;
 * :class:`ArgRecorder` observes the capture itself: it adds each kernel's
   tensor arguments to the static-input table and notes kernel results as the
   region's own allocations (paddle has no op hook that would; for torch the
@@ -59,12 +61,35 @@ class Snapshotter:
         raise HostSyncInCapture(f"host sync '{what}' inside a graph-captured region ({self.state.label})")
 
 
-def warm_up(fn: Callable[[], Any], ops: Any, iters: int, label: str, snapshots: dict[int, Any]) -> None:
-    """Run ``fn`` ``iters`` times for real, filling ``snapshots`` (storage key -> snapshot)."""
+def op_hooks_in_warm_up(device: str) -> bool:
+    """Whether the warm-up runs on ``device`` (a framework device string) push the framework's
+    op hooks (for torch a Python dispatch mode, called on every op): only on the CPU, where a
+    device runner drives an emulated device module (``--emulate``), which stays as it was.
+
+    On real hardware (``cuda:0``, ``npu:0``, ``xpu:0``) a warm-up run is an ordinary run
+    that needs neither of the hooks' jobs: a host sync is legal there (the capture that follows
+    refuses it, its hooks on, before it reaches the device), and the storages the region makes
+    that a kernel is given come from kernels, whose results the :class:`Snapshotter` notes.
+    """
+    return device.partition(":")[0] == "cpu"
+
+
+def warm_up(
+    fn: Callable[[], Any], ops: Any, iters: int, label: str, snapshots: dict[int, Any], *, op_hooks: bool = True
+) -> None:
+    """Run ``fn`` ``iters`` times for real, filling ``snapshots`` (storage key -> snapshot).
+
+    ``op_hooks``: with the framework's capture hooks on (``ops.capture_hooks``), as the
+    emulated devices run it; a runner on real hardware passes :func:`op_hooks_in_warm_up`.
+    """
     for i in range(iters):
         state = CaptureState(f"{label}, warmup {i + 1}", check_escapes=False)
-        with kernels.observing(Snapshotter(ops, snapshots, state)), ops.capture_hooks(state):
-            fn()
+        with kernels.observing(Snapshotter(ops, snapshots, state)):
+            if op_hooks:
+                with ops.capture_hooks(state):
+                    fn()
+            else:
+                fn()
 
 
 def restore(ops: Any, snapshots: dict[int, Any]) -> None:

@@ -39,7 +39,7 @@ from . import kernels
 from .base import DeviceGraph, GraphRunner, StaticInputTable
 from .capture_state import CaptureState
 from .paddle_ops import PaddleOps
-from .warmup import ArgRecorder, region_label, restore, warm_up
+from .warmup import ArgRecorder, op_hooks_in_warm_up, region_label, restore, warm_up
 
 
 @dataclass(frozen=True)
@@ -129,13 +129,15 @@ class XpuGraphRunner(GraphRunner):
         self.device = self.binding.device
         self.place = self.binding.place
         self._count = itertools.count(1)
+        #: the host-read hooks during warm-up runs: on the emulated XPU (CPU) only, see ``warmup.op_hooks_in_warm_up``
+        self.warm_up_hooks = op_hooks_in_warm_up(self.device)
 
     def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> XpuGraph:
         ops = self.ops
         label = region_label(next(self._count), fn)
         snapshots: dict[int, Any] = {}
         try:
-            warm_up(fn, ops, self.warmup_iters, label, snapshots)
+            warm_up(fn, ops, self.warmup_iters, label, snapshots, op_hooks=self.warm_up_hooks)
             state = CaptureState(label, check_escapes=False)
             table = StaticInputTable(ops, state.region, names)
             graph = self.binding.graph_cls(place=self.place, mode="thread_local")

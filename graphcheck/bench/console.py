@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, BenchSummary, ParallelRow
+from graphcheck.bench.run import DECODE_MODES, FUZZ_SPEEDUP_TARGET, STARTUP_TARGET_S, BenchSummary, ParallelRow
 from graphcheck.check.timings import LockstepTimings, checking_overhead, steps_per_second
 
 
@@ -165,6 +165,20 @@ def parallel_table(summary: BenchSummary) -> Table:
     return table
 
 
+def startup_table(summary: BenchSummary) -> Table:
+    """Process start to the first example of ``graphcheck run`` (judged on the CPU backend only)."""
+    judged = f"target <= {STARTUP_TARGET_S:.1f} s" if summary.startup_judged else "judged on the cpu backend only"
+    table = Table(title=f"start-up to the first example ({summary.backend}); {judged}", title_justify="left")
+    for column in ("seconds (median)", "rounds", "torch.compile modules beyond import torch"):
+        table.add_column(column, justify="right")
+    row = summary.startup
+    if row is not None:
+        ok = not summary.startup_judged or row.seconds <= STARTUP_TARGET_S
+        colour = "green" if ok else "red"
+        table.add_row(f"[{colour}]{row.seconds:.2f}[/]", str(row.rounds), str(row.watched_modules))
+    return table
+
+
 def verdict_line(summary: BenchSummary) -> str:
     if not summary.passed:
         return "[bold red]TARGETS NOT MET[/] " + escape("; ".join(summary.problems))
@@ -174,7 +188,17 @@ def verdict_line(summary: BenchSummary) -> str:
     gain = summary.fuzz_gain
     if gain is not None:
         met.append(f"pooled fuzzing {gain.ratio:.2f}x the baseline >= {FUZZ_SPEEDUP_TARGET:.1f}x")
+    if summary.startup is not None and summary.startup_judged:
+        met.append(f"start-up {summary.startup.seconds:.2f} s <= {STARTUP_TARGET_S:.1f} s")
     return "[bold green]TARGETS MET[/] " + "; ".join(met or ["(fuzz figures only: pass --baseline to judge them)"])
 
 
-__all__ = ["decode_table", "fuzz_table", "lockstep_table", "op_graphs_table", "parallel_table", "verdict_line"]
+__all__ = [
+    "decode_table",
+    "fuzz_table",
+    "lockstep_table",
+    "op_graphs_table",
+    "parallel_table",
+    "startup_table",
+    "verdict_line",
+]

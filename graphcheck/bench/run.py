@@ -112,6 +112,19 @@ class ParallelRow:
 
 
 @dataclass(frozen=True)
+class StartupRow:
+    """The start-up benchmark: process start to the first example of ``graphcheck run`` (median of its rounds)."""
+
+    seconds: float
+    rounds: int
+    watched_modules: int  # modules of torch.compile's machinery loaded by then beyond a bare ``import torch``'s
+
+
+#: Process start to the first example on the CPU backend, at most (judged there only).
+STARTUP_TARGET_S = 3.0
+
+
+@dataclass(frozen=True)
 class FuzzGain:
     """The pooled fuzz against a baseline (``--baseline``), on the suites both ran."""
 
@@ -151,6 +164,7 @@ class BenchSummary:
     fuzz: list[FuzzRow] = field(default_factory=list)
     op_graphs: list[OpGraphRow] = field(default_factory=list)
     parallel: list[ParallelRow] = field(default_factory=list)
+    startup: StartupRow | None = None
     pytest_rc: int = 0
     baseline: FuzzRow | None = None  # --baseline: the fuzz figure to beat by FUZZ_SPEEDUP_TARGET
     baseline_source: str = ""
@@ -185,6 +199,11 @@ class BenchSummary:
         return auto / one if one and auto is not None else None
 
     @property
+    def startup_judged(self) -> bool:
+        """Whether the start-up figure has a target here: the CPU backend (not a device's emulation)."""
+        return self.backend == "cpu"
+
+    @property
     def total(self) -> LockstepTimings:
         """The phases summed over every lockstep scenario."""
         total = LockstepTimings()
@@ -204,8 +223,8 @@ class BenchSummary:
         overhead = self.overhead
         if self.pytest_rc != 0:
             found.append(f"the benchmark run failed (pytest exit {self.pytest_rc}; see pytest.log)")
-        if not self.lockstep and not self.fuzz and not self.parallel:
-            found.append("no figures (every lockstep, fuzz and parallel benchmark skipped or failed)")
+        if not self.lockstep and not self.fuzz and not self.parallel and self.startup is None:
+            found.append("no figures (every lockstep, fuzz, parallel and start-up benchmark skipped or failed)")
         elif self.lockstep and (overhead is None or overhead > self.overhead_target):
             shown = "n/a" if overhead is None else f"{overhead:.2f}"
             found.append(f"checking overhead {shown} is above the target {self.overhead_target:.1f}")
@@ -217,6 +236,11 @@ class BenchSummary:
                 found.append(
                     f"pooled fuzzing is {gain.ratio:.2f}x the baseline's, below the target {FUZZ_SPEEDUP_TARGET:.1f}x"
                 )
+        startup = self.startup
+        if startup is not None and self.startup_judged and startup.seconds > STARTUP_TARGET_S:
+            found.append(
+                f"start-up to the first example {startup.seconds:.2f} s is above the target {STARTUP_TARGET_S:.1f} s"
+            )
         return found
 
     @property
@@ -267,6 +291,9 @@ class BenchSummary:
                 "rows": [{**asdict(r), "examples_per_s": r.examples_per_s} for r in self.parallel],
                 "speedup": self.parallel_speedup,
             },
+            "startup": None
+            if self.startup is None
+            else {**asdict(self.startup), "target_s": STARTUP_TARGET_S if self.startup_judged else None},
         }
 
 
@@ -325,6 +352,8 @@ def summarise(
             summary.fuzz.append(_fuzz_row(extra))
         elif extra.get("kind") == "parallel":
             summary.parallel.append(_parallel_row(extra))
+        elif extra.get("kind") == "startup":
+            summary.startup = StartupRow(float(extra["seconds"]), int(extra["rounds"]), int(extra["watched_modules"]))
         elif extra.get("kind") == "op_graphs":
             op_groups.setdefault(bench.get("group") or "op-level", {})[extra["mode"]] = bench["stats"]["median"]
         elif extra.get("kind") == "lockstep":
@@ -444,6 +473,8 @@ __all__ = [
     "FuzzRow",
     "LockstepRow",
     "ParallelRow",
+    "STARTUP_TARGET_S",
+    "StartupRow",
     "fuzz_gain",
     "benchmarks_dir",
     "log_tail",

@@ -30,6 +30,7 @@ def bench_command(args: argparse.Namespace) -> int:
         lockstep_table,
         op_graphs_table,
         parallel_table,
+        startup_table,
         verdict_line,
     )
     from graphcheck.bench.run import BenchRun, benchmarks_dir, log_tail, run_benchmarks, summarise, write_summary
@@ -100,6 +101,8 @@ def bench_command(args: argparse.Namespace) -> int:
         console.print(fuzz_table(summary))
     if summary.parallel:
         console.print(parallel_table(summary))
+    if summary.startup is not None:
+        console.print(startup_table(summary))
     console.print(verdict_line(summary))
     console.print(f"results: {path} (pytest-benchmark JSON: {out_dir / 'bench.json'}, log: {out_dir / 'pytest.log'})")
     return exitcodes.CLEAN if summary.passed else exitcodes.DIVERGENCE
