@@ -242,3 +242,20 @@ def test_cuda_per_kernel_graphs_replay_like_one_graph(scope: str) -> None:
     outcome = Lockstep(with_scope(demo_scenario(), scope), cuda().for_tracing()).run()
     assert outcome.clean, [d.headline() for d in outcome.failures]
     assert any(r.used_graph for r in outcome.records["graph"])
+
+
+def test_a_wasted_graph_is_localised_to_the_dispatch_choice_without_a_rerun(cpu) -> None:
+    """A step that ran eagerly although its key's graph was captured is a choice, not a kernel's output:
+    the localisation names the dispatch and its key, and no engine is built to trace kernels."""
+    from graphcheck.check.localise import localise
+    from graphcheck.check.records import CheckOutcome, Divergence
+
+    wasted = Divergence("shape", 3, "graph dispatch", "policy vs graph engine", 12, None, detail="(a wasted graph)")
+    outcome = CheckOutcome(demo_scenario(num_steps=4), "cpu", "emulated", divergences=[wasted])
+
+    def no_engine(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a policy finding needs no engine")
+
+    loc = localise(outcome, cpu, engine_factory=no_engine)
+    assert loc is not None and loc.method == "policy" and loc.step == 3
+    assert "graph dispatch" in loc.names() and "12" in loc.reason

@@ -48,7 +48,9 @@ from graphcheck.scenario import Scenario
 
 #: Shape divergences that are graph policy or sizing, not a kernel (a declared bucket policy's
 #: padded sizes, host values a graph froze, buffer capacity).
-_POLICY_TENSORS = ("bucket", "padded_tokens", "buffer capacity (slots)", "buffer capacity (tokens)")
+#: shape divergences of a choice the engine made (graph key, padding, buffer sizes), not of a kernel's output;
+#: "graph dispatch": a step that ran eagerly although its key's graph was captured (right tokens, a wasted graph)
+_POLICY_TENSORS = ("bucket", "padded_tokens", "buffer capacity (slots)", "buffer capacity (tokens)", "graph dispatch")
 _POLICY_PREFIXES = ("padded ", "host value ")
 
 

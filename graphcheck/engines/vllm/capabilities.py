@@ -63,7 +63,8 @@ FAULTS = (
         "vLLM fills the padded tail of slot_mapping with -1 so reshape_and_cache skips it (vllm-project/vllm#16072); "
         "padding that wrote into live KV slots: vllm-project/vllm#43810",
         "token: eager vs graph (the graph engine's cache rows are overwritten)",
-        ("runner._get_slot_mappings", "slot_mapping"),
+        # the kernel that writes the padding tokens' keys and values where the stale tail points
+        ("runner._get_slot_mappings", "slot_mapping", "LlamaForCausalLM.LlamaDecoderLayer.LlamaAttention.Attention"),
     ),
     Fault(
         "vllm-rebind-input-ids",
