@@ -34,14 +34,10 @@ RUN_ARGS = ("--suite", "padding", "--examples", "1", "--steps", "4") if QUICK el
 MODES = ("j1", "auto")
 
 
-def run_command(checker: Any, workers: int, report_dir: Path) -> list[str]:
-    """``graphcheck run`` on the bench backend and engine with ``workers`` workers."""
+def bench_run_args(checker: Any) -> list[str]:
+    """The ``graphcheck run`` options that pick the bench checker's backend, emulation and engine."""
     device = checker.backend
     return [
-        sys.executable,
-        "-m",
-        "graphcheck.cli",
-        "run",
         "--backend",
         device.name,
         *(["--emulate"] if device.emulated and device.name != "cpu" else []),
@@ -49,6 +45,17 @@ def run_command(checker: Any, workers: int, report_dir: Path) -> list[str]:
         device.emulator,
         "--engine",
         checker.engine.spec,
+    ]
+
+
+def run_command(checker: Any, workers: int, report_dir: Path) -> list[str]:
+    """``graphcheck run`` on the bench backend and engine with ``workers`` workers."""
+    return [
+        sys.executable,
+        "-m",
+        "graphcheck.cli",
+        "run",
+        *bench_run_args(checker),
         "--seed",
         "0",
         "--database",

@@ -28,24 +28,19 @@ import pytest
 
 pytest.importorskip("pytest_benchmark")
 
+from bench_parallel import bench_run_args  # noqa: E402
+from startup_probe import MARKER  # noqa: E402
+
 QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
 ROUNDS = 2 if QUICK else 5
 PROBE = Path(__file__).resolve().parent / "startup_probe.py"
-MARKER = "GRAPHCHECK-STARTUP "  # startup_probe.MARKER
 
 
 def probe_command(checker: Any, report_dir: Path) -> list[str]:
-    device = checker.backend
     return [
         sys.executable,
         str(PROBE),
-        "--backend",
-        device.name,
-        *(["--emulate"] if device.emulated and device.name != "cpu" else []),
-        "--emulator",
-        device.emulator,
-        "--engine",
-        checker.engine.spec,
+        *bench_run_args(checker),
         "--suite",
         "seeds",
         "--examples",
