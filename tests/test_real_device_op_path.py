@@ -125,7 +125,7 @@ def test_a_cuda_lockstep_run_enters_dispatch_modes_only_in_captures(mode_entries
     from graphcheck.check.engines import resolve_engine
     from graphcheck.search.builtin import demo_scenario
 
-    outcome = Checker(resolve("cuda"), resolve_engine(None)).run(demo_scenario(steps=6), localise=False)
+    outcome = Checker(resolve("cuda"), resolve_engine(None)).run(demo_scenario(num_steps=6), localise=False)
     assert outcome.clean, outcome
     assert mode_entries, "the captures push the capture mode"
     assert all(label and "warmup" not in label for label in mode_entries), sorted(set(mode_entries))
