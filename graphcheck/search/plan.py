@@ -23,8 +23,9 @@ from graphcheck.check.setup import CheckSetup
 from graphcheck.check.watchdog import DEFAULT_HANG_LIMIT_S
 from graphcheck.display import redacted
 from graphcheck.errors import InputError
+from graphcheck.search import suite_registry
 from graphcheck.search.database import DatabaseSpec
-from graphcheck.search.suite_registry import Suite, load_suites
+from graphcheck.search.suite_registry import Suite
 
 #: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
 RUN_PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
@@ -74,7 +75,7 @@ class RunPlan:
         """What runs: the backend's device (a BackendError when it is missing here), the engine, the checker, the suites."""
         engine = resolve_engine(self.engine)
         checker = checker_for(self.backend, self.emulate, self.emulator, engine, self.setup, self.faults)
-        known = load_suites()
+        known = suite_registry.load_suites()
         return ResolvedPlan(self, checker, engine, tuple(known[name] for name in self.suites))
 
     def to_dict(self, *, secret: bool = False) -> dict[str, Any]:
@@ -172,7 +173,7 @@ def check_faults(names: Sequence[str] | None, engine: EngineChoice) -> tuple[str
 
 def pick_suites(names: Sequence[str] | None) -> list[Suite]:
     """The suites ``names`` (in order, each once), or every suite; an unknown name is an InputError."""
-    known = load_suites()
+    known = suite_registry.load_suites()  # looked up when called: a test may put its own suites there
     if not names:
         return list(known.values())
     unknown = [n for n in names if n not in known]
