@@ -7,8 +7,8 @@ through one of these families (``graphcheck.cli.exitcodes`` gives each its exit 
         InputError               a bad option value or input: ScenarioError, OracleError,
                                  UnknownBackend, UnknownFault, SuiteNotReproducible
         BackendUnavailableError  a backend this machine cannot run: BackendUnavailable, NpuUnavailable
-        ResourceError            the machine ran out of something: EngineOutOfMemory,
-                                 WorkerOutOfResources (a -j worker's)
+        ResourceError            the machine ran out of something: EngineOutOfMemory (a -j worker's
+                                 comes back to the parent as it was raised: search.result.Stop)
         EngineError              an engine or graph runner cannot do what it was asked:
                                  CaptureError (HostSyncInCapture, EscapedOpError),
                                  PoisonedTensorError, EngineNotRestorable

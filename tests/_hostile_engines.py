@@ -116,6 +116,18 @@ class StepReturnsDict(Wrapper):
         return {"step": t}
 
 
+class BreaksLater(Wrapper):
+    """Keeps the protocol for its first scenarios, then returns a dict from step(): a breach mid-run
+    (counted per process, so each -j worker's engine breaks it after as many scenarios)."""
+
+    steps = 0
+
+    def misbehave(self, t, overrides):
+        BreaksLater.steps += 1
+        result = self.inner.step(t, overrides)
+        return {"step": t} if BreaksLater.steps > 40 else result
+
+
 class MemoryRaises(Wrapper):
     def memory_bytes(self):
         if self.use_graphs:

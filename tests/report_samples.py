@@ -8,15 +8,18 @@ forces) and leave on max_dec_len or abort. Divergences are then planted by hand.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Sequence
 
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import SOURCES, Binding, CheckOutcome, Localisation, StepRecord
-from graphcheck.report import RunInfo, SuiteRun
+from graphcheck.check.situations import SITUATION_NAMES, CoverageTally
+from graphcheck.report import RunInfo
 from graphcheck.scenario import SEED_MODULUS, RequestSpec, Scenario
 from graphcheck.search.builtin import demo_scenario
+from graphcheck.search.result import SuiteResult
 from graphcheck.step_result import RequestStep, StepResult
 
 STALE_CAPTURED = 0x7F3A_0000_4000
@@ -317,29 +320,42 @@ def builtin_outcomes() -> list[CheckOutcome]:
 SUITE_SITUATIONS = ((14, 12), (21, 17), (18, 15), (9, 7), (16, 13), (12, 10), (25, 19))
 
 
-def clean_suite_runs() -> list[SuiteRun]:
+def coverage(reached: int = 0, replayed: int = 0, graph_steps: int = 0, replayed_steps: int = 0) -> CoverageTally:
+    """A search's tally that reached the first ``reached`` situations, the first ``replayed`` of them on a replayed step."""
+    return CoverageTally(
+        hits=Counter({name: 1 for name in SITUATION_NAMES[:reached]}),
+        replayed=Counter({name: 1 for name in SITUATION_NAMES[:replayed]}),
+        graph_steps=graph_steps,
+        replayed_steps=replayed_steps,
+    )
+
+
+def suite_result(
+    name: str,
+    examples: int,
+    steps: int,
+    elapsed_s: float,
+    outcome: CheckOutcome | None = None,
+    **fields: object,
+) -> SuiteResult:
+    """One fuzzed suite's result; ``outcome``: what its search found (reported, unless ``reported=False``)."""
+    return SuiteResult(name, 0, examples, steps, elapsed_s, (outcome,) if outcome is not None else (), **fields)
+
+
+def clean_suite_runs() -> list[SuiteResult]:
     return [
-        SuiteRun(name, examples, steps, 1.5 + i, True, situations_reached=reached, situations_replayed=replayed)
+        suite_result(name, examples, steps, 1.5 + i, coverage=coverage(reached, replayed))
         for i, ((name, examples, steps), (reached, replayed)) in enumerate(zip(SUITE_FIGURES, SUITE_SITUATIONS))
     ]
 
 
-def fuzzed_divergence() -> tuple[list[CheckOutcome], list[SuiteRun]]:
+def fuzzed_divergence() -> tuple[list[CheckOutcome], list[SuiteResult]]:
     """``graphcheck run --keep-going``: padding's search diverged (shrunk), the others clean, then the demo scenarios."""
     shrunk = diverged_outcome()
     shrunk.scenario = dataclasses.replace(shrunk.scenario, name="padding/shrunk")
     assert shrunk.first is not None
     runs = clean_suite_runs()
-    runs[1] = dataclasses.replace(
-        runs[1],
-        examples=37,
-        steps=260,
-        clean=False,
-        shrink="shrunk",
-        first=shrunk.first.headline(),
-        first_failure_at=3,
-        scenario_name="padding/shrunk",
-    )
+    runs[1] = dataclasses.replace(runs[1], examples=37, steps=260, outcomes=(shrunk,), first_failure_at=3)
     return [shrunk, *builtin_outcomes()], runs
 
 

@@ -26,8 +26,9 @@ from graphcheck.check.checker import Checker
 from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.report.catalog_seeds import write_seeds_catalog
+from graphcheck.search.plan import RUN_PROFILE_EXAMPLES, ResolvedPlan, make_plan
 from graphcheck.search.suite_registry import load_suites
-from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec
+from graphcheck.search.suite_run import RunHooks, SuiteRunner
 from graphcheck.suites.properties import backend_from_env
 
 from _layers import fast_first, slow
@@ -37,12 +38,14 @@ QUICK_FAULTS = ("rebind-output-offsets", "host-sync-in-capture")
 CI = SeedsSettings(seeds=2, examples=RUN_PROFILE_EXAMPLES["ci"], profile="ci")
 
 
-def _run_loop(fault: str, seed: int, tmp_path: Path, clean: list[bool]) -> SuiteRun:
+def _run_loop(fault: str, seed: int, tmp_path: Path, clean: list[bool]) -> SuiteRunner:
     """What ``graphcheck run --profile ci --seed SEED --inject FAULT --database none`` runs, shrinking included;
     ``clean`` gets whether each lockstep run of a search was clean."""
     checker = Checker(backend_from_env(), faults=(fault,))
-    spec = SuiteRunSpec(checker, list(load_suites().values()), CI.examples, seed, tmp_path / "run.json")
-    run = SuiteRun(spec, SuiteRunHooks(on_example=lambda scenario, outcome: clean.append(outcome.clean)))
+    plan = make_plan(suites=None, examples=CI.examples, faults=(fault,), seed=seed)
+    suites = tuple(load_suites()[name] for name in plan.suites)
+    hooks = RunHooks(on_example=lambda scenario, outcome: clean.append(outcome.clean))
+    run = SuiteRunner.of(ResolvedPlan(plan, checker, checker.engine, suites), tmp_path / "run.json", hooks)
     run.run()
     return run
 
@@ -63,9 +66,10 @@ def test_a_seed_run_stops_where_graphcheck_run_first_diverges(tmp_path: Path, fa
     mine = run_seed(fault, seed, backend_from_env(), CI, tmp_path)
     clean: list[bool] = []
     full = _run_loop(fault, seed, tmp_path, clean)
-    found = full.fuzzed[-1]
+    searched = [r for r in full.results if not r.builtin]
+    found = searched[-1]
     assert found.outcome is not None and not found.outcome.clean
-    before = sum(r.examples for r in full.fuzzed[:-1])
+    before = sum(r.examples for r in searched[:-1])
     first_run = clean.index(False) + 1  # lockstep runs of the whole run up to its first divergence
     assert (mine.caught_by, mine.suite_example) == (found.suite, first_run - before)
     assert mine.examples == first_run

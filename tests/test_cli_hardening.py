@@ -15,11 +15,10 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from graphcheck.cli import common, exitcodes, main
-from graphcheck.cli import run as run_module
 from graphcheck.cli.console import plain
 from graphcheck.cli.progress import RunProgress
 from graphcheck.scenario import Scenario
-from graphcheck.search import fuzz
+from graphcheck.search import fuzz, suite_registry
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.suite_registry import Suite
 
@@ -42,7 +41,7 @@ def one_scenario_suite(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def install(scenario: Scenario) -> None:
         suite = Suite("fixed", "one fixed scenario", lambda: st.just(scenario), (3,))
-        monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
+        monkeypatch.setattr(suite_registry, "load_suites", lambda: {suite.name: suite})
 
     return install
 
@@ -378,7 +377,7 @@ def test_a_suite_whose_strategy_draws_differently_for_the_same_example_is_one_us
     drawn = itertools.count()  # state outside Hypothesis: how much a draw takes changes from one draw to the next
     sizes = st.integers(0, 3).flatmap(lambda _: st.lists(st.integers(0, 9), min_size=next(drawn) % 3, max_size=2))
     suite = Suite("drift", "draws differently", lambda: sizes.map(lambda _: failing_scenario()), (3,))
-    monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
+    monkeypatch.setattr(suite_registry, "load_suites", lambda: {suite.name: suite})
     assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert err.startswith("graphcheck: error: suite drift: its strategy drew different scenarios for the same example")
@@ -513,7 +512,7 @@ def test_bidi_controls_in_names_reach_neither_the_console_nor_the_page_raw(
 
     scenario = dataclasses.replace(failing_scenario(), name="fixed\u202eevil\u2066")
     suite = Suite("fixed\u202eevil\u200f", "one fixed scenario", lambda: st.just(scenario), (3,))
-    monkeypatch.setattr(run_module, "pick_suites", lambda names: [suite])
+    monkeypatch.setattr(suite_registry, "load_suites", lambda: {suite.name: suite})
     assert main(run_args(tmp_path, "--inject", FAULT)) == exitcodes.DIVERGENCE
     captured = capsys.readouterr()
     assert _format_chars(captured.out + captured.err) == [] and "fixed\\u202eevil\\u200f" in captured.out

@@ -278,7 +278,7 @@ def test_the_job_spec_file_holds_no_credentials(
     from hypothesis.database import InMemoryExampleDatabase
 
     from graphcheck.parallel import run as parallel_run
-    from graphcheck.parallel.jobs import DATABASE_ENV, RunSpec
+    from graphcheck.parallel.jobs import DATABASE_ENV, JobList
     from graphcheck.search import database
 
     url = "redis://:s3cr@t@127.0.0.1:6379/0?password=hunter2"
@@ -298,7 +298,7 @@ def test_the_job_spec_file_holds_no_credentials(
     for text in (seen["spec"], seen["command"], out.out, out.err):
         assert "s3cr" not in text and "hunter2" not in text, text
     assert seen["env"] == url, "the workers get the database through the environment"
-    assert RunSpec.from_json(seen["spec"]).with_database({DATABASE_ENV: url}).database.location == url
+    assert JobList.from_json(seen["spec"]).with_database({DATABASE_ENV: url}).plan.database.location == url
     for path in (tmp_path / "reports").rglob("*"):
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")

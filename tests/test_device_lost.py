@@ -86,9 +86,9 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     import json
 
     from graphcheck import cli
-    from graphcheck.cli import run as run_module
+    from graphcheck.backends import devices
 
-    monkeypatch.setattr(run_module, "resolve", lambda name, emulate, emulator="kernel": as_device(PoisonedDevice))
+    monkeypatch.setattr(devices, "resolve", lambda name, emulate, emulator="kernel": as_device(PoisonedDevice))
     code = cli.main(
         [
             "run",
@@ -119,10 +119,11 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
 
 def test_an_unshrunk_outcome_is_shown_in_its_suites_row_only() -> None:
     from graphcheck.cli.console import summary_table
-    from graphcheck.search.fuzz import FuzzResult, label_found
+    from graphcheck.search.fuzz import label_found
+    from graphcheck.search.result import SuiteResult
 
     outcome = check_scenario(demo_scenario(num_steps=3), as_device(PoisonedDevice), faults=[HOST_SYNC_IN_CAPTURE])
     assert label_found(outcome, "addresses") is True
     assert outcome.scenario.name == "addresses/unshrunk: device lost"
-    table = summary_table([outcome], [FuzzResult("addresses", 1, 0, outcome, 0.1, 1)])
+    table = summary_table([outcome], [SuiteResult("addresses", 0, 1, 0, 0.1, (outcome,), 1)])
     assert table.row_count == 1  # the suite's row, not a second one for its outcome

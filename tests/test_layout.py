@@ -344,7 +344,7 @@ ARROWS: dict[str, set[str]] = {
     "catalog": {"leaves", "check", "search", "backends", "reference"},
     "bench": {"leaves", "check"},
     "report": {"leaves", "check", "search", "catalog", "root"},
-    "github": {"leaves", "check", "report"},
+    "github": {"leaves", "check", "search", "report"},
     "pytest_plugin": {"leaves", "adapter", "check", "backends"},
     "emulate": {"backends"},
     "engines": {"leaves", "backends", "emulate"},

@@ -18,10 +18,11 @@ from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.cli import exitcodes, main
 from graphcheck.errors import ResourceError
-from graphcheck.parallel.jobs import BUILTIN, Job, JobResult, RunSpec
-from graphcheck.parallel.run import merge_results, plan_jobs, worker_args
+from graphcheck.parallel.jobs import BUILTIN, Job, JobList, plan_jobs, result_from_json, result_json
+from graphcheck.parallel.run import merge_results, worker_args
 from graphcheck.search.builtin import demo_scenario
-from graphcheck.search.database import DatabaseSpec
+from graphcheck.search.plan import RunPlan
+from graphcheck.search.result import CRASH, Stop, SuiteResult
 
 from _layers import slow
 
@@ -99,8 +100,9 @@ def test_parallel_usage_errors_exit_2(
 
 
 def test_jobs_are_suite_major_with_consecutive_seeds() -> None:
-    assert plan_jobs(["a", "b"], 7, 2) == (Job("a", 7), Job("a", 8), Job("b", 7), Job("b", 8), Job(BUILTIN))
-    assert [j.id for j in plan_jobs(["a"], 0, 1)] == ["a-seed0", BUILTIN]
+    jobs = plan_jobs(RunPlan(("a", "b"), 8, seed=7, workers=2))
+    assert jobs == (Job("a", 7), Job("a", 8), Job("b", 7), Job("b", 8), Job(BUILTIN))
+    assert [j.id for j in plan_jobs(RunPlan(("a",), 8))] == ["a-seed0", BUILTIN]
 
 
 def test_workers_one_gpu_each_where_several_are_visible() -> None:
@@ -132,43 +134,55 @@ def _outcome(name: str, requests: int, clean: bool) -> CheckOutcome:
     return CheckOutcome(scenario, "cpu", "emulated", divergences=divergences)
 
 
-def _spec(tmp_path: Path, jobs: tuple[Job, ...]) -> RunSpec:
-    return RunSpec("cpu", False, (), 8, 4, DatabaseSpec("none"), str(tmp_path), jobs)
+def _jobs(tmp_path: Path, jobs: tuple[Job, ...], *, keep_going: bool = False) -> JobList:
+    suites = tuple(dict.fromkeys(j.suite for j in jobs if j.suite != BUILTIN))
+    return JobList(RunPlan(suites, 8, demo_steps=4, workers=2, keep_going=keep_going), jobs, str(tmp_path))
+
+
+def _found(suite: str, seed: int, *outcomes: CheckOutcome, examples: int = 10) -> SuiteResult:
+    return SuiteResult(suite, seed, examples, 10, outcomes=outcomes)
+
+
+def _names(results: list[SuiteResult]) -> list[str]:
+    """The scenario names the run reports, in its order."""
+    return [o.scenario.name for r in results if r.reported for o in r.outcomes]
 
 
 def test_merge_takes_the_smallest_shrunk_scenario_per_suite_in_suite_order(tmp_path: Path) -> None:
-    jobs = plan_jobs(["seeds", "padding"], 0, 2)
+    jobs = plan_jobs(RunPlan(("seeds", "padding"), 8, workers=2))
     found = {
-        "seeds-seed0": JobResult(Job("seeds", 0), 10, 10, outcomes=[_outcome("a", 2, False)]),
-        "seeds-seed1": JobResult(Job("seeds", 1), 10, 10, outcomes=[_outcome("b", 1, False)]),
-        "padding-seed0": JobResult(Job("padding", 0), 10, 10, outcomes=[_outcome("c", 1, False)]),
-        "padding-seed1": JobResult(Job("padding", 1), 10, 10),
-        BUILTIN: JobResult(Job(BUILTIN), 4, 16, outcomes=[_outcome("builtin/demo", 1, True)]),
+        "seeds-seed0": _found("seeds", 0, _outcome("a", 2, False)),
+        "seeds-seed1": _found("seeds", 1, _outcome("b", 1, False)),
+        "padding-seed0": _found("padding", 0, _outcome("c", 1, False)),
+        "padding-seed1": _found("padding", 1),
+        BUILTIN: SuiteResult(BUILTIN, 0, 4, 16, outcomes=(_outcome("builtin/demo", 1, True),)),
     }
-    outcomes, fuzzed = merge_results(_spec(tmp_path, jobs), found, keep_going=False)
-    assert [o.scenario.name for o in outcomes] == ["seeds/shrunk"]
-    assert len(outcomes[0].scenario.requests) == 1  # seed 1's, the smaller
-    assert [f.suite for f in fuzzed] == ["seeds seed 0", "seeds seed 1", "padding seed 0", "padding seed 1"]
-    outcomes, _ = merge_results(_spec(tmp_path, jobs), found, keep_going=True)
-    assert [o.scenario.name for o in outcomes] == ["seeds/shrunk", "padding/shrunk", "builtin/demo"]
+    results = merge_results(_jobs(tmp_path, jobs), found)
+    assert _names(results) == ["seeds/shrunk"]
+    (shrunk,) = [r for r in results if r.reported and r.outcomes]
+    assert len(shrunk.outcome.scenario.requests) == 1 and shrunk.seed == 1  # seed 1's, the smaller
+    fuzzed = [r.name for r in results if not r.builtin]
+    assert fuzzed == ["seeds seed 0", "seeds seed 1", "padding seed 0", "padding seed 1"]
+    results = merge_results(_jobs(tmp_path, jobs, keep_going=True), found)
+    assert _names(results) == ["seeds/shrunk", "padding/shrunk", "builtin/demo"]
 
 
 def test_merge_labels_a_device_lost_scenario_unshrunk(tmp_path: Path) -> None:
     lost = _outcome("a", 2, False)
     lost.device_error = "AcceleratorError: CUDA error: device-side assert triggered"
     jobs = (Job("seeds", 0), Job(BUILTIN))
-    found = {"seeds-seed0": JobResult(Job("seeds", 0), 3, 3, outcomes=[lost])}
-    outcomes, _ = merge_results(_spec(tmp_path, jobs), found, keep_going=False)
-    assert [o.scenario.name for o in outcomes] == ["seeds/unshrunk: device lost"]
+    found = {"seeds-seed0": _found("seeds", 0, lost, examples=3)}
+    assert _names(merge_results(_jobs(tmp_path, jobs), found)) == ["seeds/unshrunk: device lost"]
 
 
 def test_a_dead_worker_is_a_crash_divergence_on_its_pending_scenario(tmp_path: Path) -> None:
     job = Job("seeds", 0)
     (tmp_path / f"pending-{job.id}.json").write_text(demo_scenario(num_steps=4).to_json())
-    found = {job.id: JobResult(job, error="worker 'gw0' crashed while running 'test_job[seeds-seed0]'")}
-    outcomes, _ = merge_results(_spec(tmp_path, (job, Job(BUILTIN))), found, keep_going=False)
-    (crash,) = outcomes
-    assert crash.first.kind == "crash" and "crashed" in crash.first.detail
+    dead = Stop(CRASH, "worker 'gw0' crashed while running 'test_job[seeds-seed0]'")
+    found = {job.id: SuiteResult("seeds", 0, stop=dead)}
+    (result,) = merge_results(_jobs(tmp_path, (job, Job(BUILTIN))), found)
+    crash = result.outcome
+    assert crash is not None and crash.first.kind == "crash" and "crashed" in crash.first.detail
 
 
 def test_a_worker_out_of_memory_is_the_machine_s_limit_not_a_crash(
@@ -177,18 +191,20 @@ def test_a_worker_out_of_memory_is_the_machine_s_limit_not_a_crash(
     from graphcheck.check.records import EngineOutOfMemory
     from graphcheck.cli.exitcodes import exit_for
     from graphcheck.parallel import jobs as jobs_module
+    from graphcheck.search import suite_run
 
-    def oom(*args: object) -> JobResult:
+    def oom(*args: object, **kwargs: object) -> SuiteResult:
         raise EngineOutOfMemory("graph engine construction and capture ran out of memory: CUDA out of memory")
 
-    monkeypatch.setattr(jobs_module, "_run_fuzz", oom)
+    monkeypatch.setattr(suite_run, "fuzz_suite", oom)
     job = Job("seeds", 0)
-    spec = _spec(tmp_path, (job, Job(BUILTIN)))
-    result = JobResult.from_json(jobs_module.run_job(spec, job).to_json())
-    assert result.out_of_resources and "out of memory" in result.error and not result.outcomes
+    jobs = _jobs(tmp_path, (job, Job(BUILTIN)))
+    result = result_from_json(result_json(jobs_module.run_job(jobs, job)))
+    assert result.stop is not None and result.stop.kind == "ResourceError" and not result.outcomes
+    assert "out of memory" in result.stop.message
     (tmp_path / f"pending-{job.key}.json").write_text(demo_scenario(num_steps=4).to_json())  # as a worker leaves it
-    with pytest.raises(ResourceError, match="seeds-seed0.*out of memory") as raised:
-        merge_results(spec, {job.id: result}, keep_going=False)
+    with pytest.raises(ResourceError, match="out of memory") as raised:
+        merge_results(jobs, {job.id: result})
     assert exit_for(raised.value).code == exitcodes.USAGE
 
 
@@ -204,7 +220,7 @@ def test_a_job_named_with_a_slash_writes_its_pending_scenario_in_the_results_fol
     from graphcheck.parallel.jobs import pending_path
 
     job = Job("myorg/padding", 0)
-    path = pending_path(_spec(tmp_path, (job,)), job)
+    path = pending_path(_jobs(tmp_path, (job,)), job)
     assert path.parent == tmp_path and "/" not in path.name
     path.write_text("{}")  # the folder exists: no FileNotFoundError for a missing "pending-myorg" folder
 
@@ -213,21 +229,22 @@ def test_a_job_that_failed_before_running_is_a_clear_error_not_a_divergence(tmp_
     from graphcheck.parallel.run import ParallelRunError
 
     job = Job("myorg/padding", 0)
-    found = {job.id: JobResult(job, error="Traceback (most recent call last):\n  ...\nImportError: no module x")}
+    died = Stop(CRASH, "Traceback (most recent call last):\n  ...\nImportError: no module x")
+    found = {job.id: SuiteResult(job.suite, job.seed, stop=died)}
     with pytest.raises(ParallelRunError, match="ImportError: no module x") as raised:
-        merge_results(_spec(tmp_path, (job,)), found, keep_going=False)
+        merge_results(_jobs(tmp_path, (job,)), found)
     ending = exitcodes.exit_for(raised.value)
     assert ending is not None and ending.code == exitcodes.INCOMPLETE != exitcodes.DIVERGENCE
     assert "\n" not in ending.message(raised.value)
 
 
 def test_recorded_names_are_shown_on_one_line() -> None:
+    from graphcheck.cli.progress import suite_line
     from graphcheck.display import one_line
-    from graphcheck.parallel.run import job_line
 
     name = "org/pad\n::error::forged\u202eevil\udc80"
     assert one_line(name) == "org/pad\\n::error::forged\\u202eevil\\udc80"
-    line = job_line(JobResult(Job(name, 1), 3, 9))
+    line = suite_line(SuiteResult(name, 1, 3, 9, label=f"{name} seed 1")).plain
     assert "\n" not in line and "\u202e" not in line and "::error::forged" in line
 
 
@@ -236,9 +253,9 @@ def test_ctrl_c_under_jobs_reports_what_the_finished_jobs_found(
 ) -> None:
     from graphcheck.parallel import run as parallel_run
 
-    def stopped_after_one_job(command, env, results, spec, console, *, quiet):
-        job = spec.jobs[0]
-        found = {job.id: JobResult(job, 5, 20, outcomes=[_outcome("seeds/shrunk", 1, False)])}
+    def stopped_after_one_job(command, env, results, jobs, hooks):
+        job = jobs.jobs[0]
+        found = {job.id: SuiteResult(job.suite, job.seed, 5, 20, outcomes=(_outcome("seeds/shrunk", 1, False),))}
         raise parallel_run._Stopped(found)
 
     monkeypatch.setattr(parallel_run, "_run_pytest", stopped_after_one_job)

@@ -15,9 +15,10 @@ import pytest
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.files import write_atomic
-from graphcheck.report import ReportPaths, RunInfo, SuiteRun, default_replay_command, write_junit, write_report
+from graphcheck.report import ReportPaths, RunInfo, default_replay_command, write_junit, write_report
 from graphcheck.report.jsonout import jsonable
 from graphcheck.scenario import Scenario
+from graphcheck.search.result import SuiteResult
 
 import report_samples as samples
 
@@ -295,7 +296,7 @@ def fuzzed_clean(tmp_path: Path) -> ReportPaths:
 
 
 @pytest.fixture
-def fuzzed_diverged(tmp_path: Path) -> tuple[ReportPaths, list[CheckOutcome], list[SuiteRun]]:
+def fuzzed_diverged(tmp_path: Path) -> tuple[ReportPaths, list[CheckOutcome], list[SuiteResult]]:
     outcomes, suites = samples.fuzzed_divergence()
     return write(outcomes, tmp_path / "fuzzed-diverged", suites=suites), outcomes, suites
 
@@ -349,11 +350,15 @@ def test_fuzzing_table_shows_the_divergence_and_links_its_scenario(fuzzed_diverg
 def test_fuzzing_table_names_every_shrink_state(tmp_path: Path) -> None:
     out = named(samples.diverged_outcome(), "memory/unshrunk: device lost")
     head = out.first.headline()
+    out.device_error = "the device is lost"
     suites = [
-        SuiteRun("addresses", 8, 50, 0.5, True, graph_steps=40, replayed_steps=30),
-        SuiteRun("padding", 9, 60, 0.5, False, "interrupted", head, 2, None),
-        SuiteRun("memory", 4, 30, 0.5, False, "unshrunk: device lost", head, 4, "memory/unshrunk: device lost"),
+        samples.suite_result("addresses", 8, 50, 0.5, coverage=samples.coverage(graph_steps=40, replayed_steps=30)),
+        samples.suite_result(
+            "padding", 9, 60, 0.5, samples.diverged_outcome(), interrupted=True, first_failure_at=2, reported=False
+        ),
+        samples.suite_result("memory", 4, 30, 0.5, out, first_failure_at=4),
     ]
+    assert suites[1].headline == head
     paths = write([out], tmp_path / "states", suites=suites)
     shrink = [r[6] for r in table_rows(paths.index_html, "fuzz-table")[1:]]
     assert shrink == ["—", "interrupted", "unshrunk: device lost"]
@@ -434,12 +439,13 @@ def test_write_junit_alone_takes_suites(tmp_path: Path) -> None:
 def test_junit_suite_whose_scenario_is_not_reported_still_fails(tmp_path: Path) -> None:
     """-j N: two seeds of padding diverged; only the smaller scenario is an outcome."""
     outcomes, suites = samples.fuzzed_divergence()
-    other = dataclasses.replace(suites[1], suite="padding seed 2", scenario_name=None, first="token at step 5")
+    found = samples.localised_outcome()
+    other = dataclasses.replace(suites[1], label="padding seed 2", outcomes=(found,), reported=False)
     suites = [suites[1], other]
     root = ET.parse(write(outcomes, tmp_path / "j", suites=suites).junit_xml).getroot()
     assert root.get("tests") == "6" and root.get("failures") == "2"
     [failure] = root.findall("testcase[@name='padding seed 2']/failure")
-    assert failure.get("message") == "token at step 5" and "not in this report" in failure.text
+    assert failure.get("message") == found.first.headline() and "not in this report" in failure.text
 
 
 def test_divergences_json_lists_the_suites(fuzzed_diverged) -> None:
@@ -494,7 +500,7 @@ def hostile_outcome() -> CheckOutcome:
 @pytest.mark.parametrize("fuzzed", [False, True], ids=["outcome", "suite"])
 def test_unencodable_text_still_gives_every_file(tmp_path: Path, fuzzed: bool) -> None:
     out = hostile_outcome()
-    suites = [SuiteRun("\ud800", 1, 4, 0.1, False, "shrunk", "\ud800 headline", 1, "\ud800")] if fuzzed else []
+    suites = [samples.suite_result("\ud800", 1, 4, 0.1, out, first_failure_at=1)] if fuzzed else []
     paths = write([out], tmp_path / "hostile", **({"suites": suites} if fuzzed else {}))
     for path in (paths.index_html, paths.divergences_json, paths.scenario_json, paths.junit_xml):
         assert path.stat().st_size > 0, path.name
@@ -615,7 +621,8 @@ def test_bidi_and_other_format_characters_reach_the_page_as_visible_escapes(tmp_
 
     out = named(samples.diverged_outcome(), f"padding{BIDI}/shrunk")
     head = out.first.headline()
-    suites = [SuiteRun(f"padding{BIDI}", 9, 60, 0.5, False, "shrunk", head, 2, out.scenario.name)]
+    suites = [samples.suite_result(f"padding{BIDI}", 9, 60, 0.5, out, first_failure_at=2)]
+    assert suites[0].headline == head
     info = samples.run_info(faults=(f"rebind{BIDI}",), engine=f"pkg.mod:Engine{BIDI}")
     paths = write_report([out], tmp_path / "bidi", command=COMMAND, run_info=info, suites=suites)
     html = paths.index_html.read_text(encoding="utf-8")
@@ -771,12 +778,12 @@ def test_junit_failure_text_says_where_it_began(tmp_path: Path) -> None:
 
 
 def test_fuzz_json_says_where_each_suite_diverged(tmp_path: Path) -> None:
-    from graphcheck.search.fuzz import FuzzResult, write_fuzz_summary
+    from graphcheck.search.fuzz import write_fuzz_summary
 
     results = [
-        FuzzResult("padding", 12, 80, samples.localised_outcome(), 1.5, 3),
-        FuzzResult("seeds", 4, 30, samples.diverged_outcome(), 0.5, 2),
-        FuzzResult("addresses", 8, 50, None, 0.5),
+        samples.suite_result("padding", 12, 80, 1.5, samples.localised_outcome(), first_failure_at=3),
+        samples.suite_result("seeds", 4, 30, 0.5, samples.diverged_outcome(), first_failure_at=2),
+        samples.suite_result("addresses", 8, 50, 0.5),
     ]
     write_fuzz_summary(tmp_path / "fuzz.json", results, seed=0)
     entries = json.loads((tmp_path / "fuzz.json").read_text())["suites"]
@@ -819,12 +826,12 @@ def test_the_exact_model_has_no_noise_section(clean_report: ReportPaths) -> None
 
 def test_fuzz_json_keeps_the_calibration_and_the_largest_difference(tmp_path: Path) -> None:
     from graphcheck.check.noise import NumericTally
-    from graphcheck.search.fuzz import FuzzResult, write_fuzz_summary
+    from graphcheck.search.fuzz import write_fuzz_summary
 
     tallies = [NumericTally(), NumericTally()]
     tallies[0].add(_float_outcome().numeric)
     tallies[1].add(_float_outcome(drift_at=9).numeric)
-    results = [FuzzResult(f"s{i}", 3, 10, None, 0.5, numeric=t) for i, t in enumerate(tallies)]
+    results = [samples.suite_result(f"s{i}", 3, 10, 0.5, numeric=t) for i, t in enumerate(tallies)]
     write_fuzz_summary(tmp_path / "fuzz.json", results)
     doc = json.loads((tmp_path / "fuzz.json").read_text(encoding="utf-8"))
     assert doc["numeric"]["largest"] == 5e-6 and doc["numeric"]["examples"] == 2

@@ -440,13 +440,13 @@ def test_a_ci_run_reaches_every_situation_on_a_replayed_step(seed: int, tmp_path
 
 
 def test_a_parallel_job_carries_its_tally() -> None:
-    from graphcheck.parallel.jobs import Job, JobResult
+    from graphcheck.parallel.jobs import result_from_json, result_json
+    from graphcheck.search.result import SuiteResult
 
     tally = CoverageTally()
     tally.add({"k=2", "bucket shrinks"}, diverged=True)
-    job = JobResult(Job("padding", 3), examples=1, coverage=tally)
-    back = JobResult.from_json(job.to_json())
-    assert back.coverage == tally and back.fuzz_result().coverage == tally
+    back = result_from_json(result_json(SuiteResult("padding", 3, examples=1, coverage=tally)))
+    assert back.coverage == tally
 
 
 # --------------------------------------------------------------------------- what an engine can reach

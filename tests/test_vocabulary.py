@@ -20,7 +20,8 @@ from graphcheck.cli import main
 from graphcheck.cli.console import summary_table
 from graphcheck.cli.progress import RunProgress, suite_line
 from graphcheck.cli.run import _checked
-from graphcheck.search.fuzz import FuzzResult, SearchProgress
+from graphcheck.search.fuzz import SearchProgress
+from graphcheck.search.result import SuiteResult
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def test_help_says_what_an_example_is(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_suite_line_progress_and_summary_count_scenarios() -> None:
-    result = FuzzResult("padding", 37, 260, None, 2.0)
+    result = SuiteResult("padding", examples=37, steps=260, elapsed_s=2.0)
     assert suite_line(result).plain == "suite padding: clean, 37 scenarios, 260 steps, 2.0s"
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False)
@@ -47,7 +48,10 @@ def test_suite_line_progress_and_summary_count_scenarios() -> None:
 
 
 def test_the_verdict_counts_every_scenario_checked() -> None:
-    assert _checked([], [FuzzResult("a", 895, 1, None, 1.0)]) == "895 scenarios checked (895 fuzzed, 0 built-in)"
+    assert (
+        _checked([], [SuiteResult("a", examples=895, steps=1, elapsed_s=1.0)])
+        == "895 scenarios checked (895 fuzzed, 0 built-in)"
+    )
 
 
 def test_the_docs_define_both_words() -> None:

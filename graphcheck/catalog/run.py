@@ -29,8 +29,8 @@ from graphcheck.catalog.baseline import BaselineResult, run_baseline
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.setup import CheckSetup
+from graphcheck.search.plan import runnable_suites
 from graphcheck.search.suite_registry import load_suites
-from graphcheck.search.suite_run import runnable_suites
 
 if TYPE_CHECKING:  # the search pulls in Hypothesis; the CLI parser reads this module's defaults
     from graphcheck.check.records import CheckOutcome, Localisation
@@ -259,7 +259,7 @@ def search_fault(name: str, backend: Any, cfg: CatalogSettings, work_dir: Path) 
     """graphcheck's search with fault ``name`` injected ("" = the clean engine, over every suite it can run)."""
     engine = resolve_engine(cfg.engine)
     checker = Checker(backend, engine, cfg.setup, (name,) if name else ())
-    suites = {s.name: s for s in runnable_suites(checker, list(load_suites().values()))[0]}
+    suites = {s.name: s for s in runnable_suites(engine, list(load_suites().values()))[0]}
     if not name:
         return _search(suite_plan(None, suites), checker, cfg, CLEAN_LABEL, work_dir, cfg.clean_slice_examples)
     plan = suite_plan(engine.capabilities.fault(name).bug_class, suites)

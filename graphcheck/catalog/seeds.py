@@ -2,7 +2,7 @@
 
 For each fault and each seed s of ``first_seed .. first_seed + N - 1``, ``run_seed``
 does what ``graphcheck run --profile P --seed s --inject FAULT --database none``
-does (``graphcheck.search.suite_run.SuiteRun``): every suite in its order with the
+does (``graphcheck.search.suite_run.SuiteRunner``): every suite in its order with the
 profile's examples, stopping at the first that diverges, then the demo scenarios
 when none did. Detection is the first failing example: the run stops there, so
 nothing is shrunk or localised, and the examples drawn up to it are the ones
@@ -217,17 +217,21 @@ def run_seed(fault: str, seed: int, backend: Any, cfg: SeedsSettings, work_dir: 
     """``graphcheck run --profile P --seed SEED --inject FAULT --database none`` up to its first divergence."""
     from graphcheck.check.checker import Checker
     from graphcheck.check.engines import resolve_engine
+    from graphcheck.search.plan import ResolvedPlan, RunPlan, runnable_suites
     from graphcheck.search.suite_registry import load_suites
-    from graphcheck.search.suite_run import SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
+    from graphcheck.search.suite_run import RunHooks, SuiteRunner
 
     pending = pending_path(work_dir, fault, seed)
-    checker = Checker(backend, resolve_engine(cfg.engine), cfg.setup, (fault,) if fault else ())
-    suites, _ = runnable_suites(checker, list(load_suites().values()))
-    spec = SuiteRunSpec(checker, suites, cfg.examples, seed, pending, localise_demos=False)
+    faults = (fault,) if fault else ()
+    engine = resolve_engine(cfg.engine)
+    suites, _ = runnable_suites(engine, list(load_suites().values()))
+    names = tuple(s.name for s in suites)
+    plan = RunPlan(names, cfg.examples, seed, engine=engine.spec, setup=cfg.setup, faults=faults, localise_demos=False)
+    resolved = ResolvedPlan(plan, Checker(backend, engine, cfg.setup, faults), engine, tuple(suites))
     counter = _FirstDivergence()
-    hooks = SuiteRunHooks(start_suite=counter.start_suite, on_example=counter.example, on_demo=counter.demo)
+    hooks = RunHooks(start_suite=counter.start_suite, on_example=counter.example, on_demo=counter.demo)
     try:
-        SuiteRun(spec, hooks).run()
+        SuiteRunner.of(resolved, pending, hooks).run()
     except _Stop:
         pass
     pending.unlink(missing_ok=True)  # the run came back: nothing crashed

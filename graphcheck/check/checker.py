@@ -260,7 +260,21 @@ def check_scenario(
     return checker.run(scenario, localise=localise)
 
 
-__all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario"]
+def checker_for(
+    backend: str,
+    emulate: bool,
+    emulator: str,
+    engine: EngineChoice,
+    setup: CheckSetup,
+    faults: Sequence[str] = (),
+) -> Checker:
+    """The Checker of a backend by name (``--backend``, ``--emulate``, ``--emulator``; a BackendError when missing)."""
+    from graphcheck.backends.devices import resolve
+
+    return Checker(resolve(backend, emulate=emulate, emulator=emulator), engine, setup, tuple(faults))
+
+
+__all__ = ["Checker", "ScenarioDiverged", "builtin_engine", "check_scenario", "checker_for"]
 
 
 def _with_options(scenario: Scenario, options: Sequence[Any], drawn: tuple[int, ...]) -> Scenario:

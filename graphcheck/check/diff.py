@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from graphcheck.check.jsonvalues import ValueCodec
 from graphcheck.step_result import RequestStep, StepResult
 
 KINDS = ("address", "shape", "state", "seed", "token", "value", "memory", "crash", "capture", "hang")
@@ -51,6 +52,17 @@ class Divergence:
             f"step {self.step}: {self.kind} divergence in {self.tensor}{where} ({self.pair}): "
             f"expected {self.expected!r}, got {self.actual!r}"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON types, ``expected`` and ``actual`` exactly (``graphcheck.check.jsonvalues``)."""
+        return _CODEC.fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Divergence:
+        return _CODEC.rebuild(cls, data)
+
+
+_CODEC = ValueCodec()
 
 
 @dataclass

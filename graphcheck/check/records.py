@@ -6,16 +6,20 @@ needs (bucket, padded counts, the graph's static-input bindings, memory). A
 CheckOutcome is one scenario's whole lockstep run: the records of every
 source and the divergences found. Reports and the console render these;
 ``replay_command_line`` is how a reader re-runs an outcome's scenario.
+Each record goes to JSON and back exactly (``to_dict`` / ``from_dict``), so an
+outcome crosses processes as text (``graphcheck.check.jsonvalues``).
 """
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from graphcheck.check.diff import Divergence, failing
+from graphcheck.check.jsonvalues import ValueCodec
 from graphcheck.errors import ResourceError
 from graphcheck.scenario import Scenario
 from graphcheck.step_result import StepResult
@@ -39,6 +43,13 @@ class Binding:
     def stale(self) -> bool:
         return self.current_ptr != self.captured_ptr or not self.alive
 
+    def to_dict(self) -> dict[str, Any]:
+        return codec().fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Binding:
+        return codec().rebuild(cls, data)
+
 
 @dataclass(frozen=True)
 class StepRecord:
@@ -60,6 +71,13 @@ class StepRecord:
 
     def slot_of(self) -> dict[str, int]:
         return dict(self.slots)
+
+    def to_dict(self) -> dict[str, Any]:
+        return codec().fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepRecord:
+        return codec().rebuild(cls, data)
 
 
 @dataclass(frozen=True)
@@ -126,6 +144,13 @@ class Localisation:
         via = f", called from {self.caller}" if self.caller else ""
         return f"first diverged in {at}{src}{arg}{via} at step {self.step}{pos}: {self.reason}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return codec().fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Localisation:
+        return codec().rebuild(cls, data)
+
 
 @dataclass
 class CheckOutcome:
@@ -175,6 +200,37 @@ class CheckOutcome:
     @property
     def clean(self) -> bool:
         return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON types (the records and divergences whole): :meth:`from_dict` gives an equal outcome."""
+        return codec().fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckOutcome:
+        return codec().rebuild(cls, data)
+
+
+@functools.cache
+def codec() -> ValueCodec:
+    """The codec of an outcome and everything it holds (the records' ``to_dict`` / ``from_dict``)."""
+    from graphcheck.check.noise import Calibration, NumericTrace
+    from graphcheck.schedule import CacheReport, Schedule, ScheduledRun
+    from graphcheck.step_result import RequestStep
+
+    return ValueCodec(
+        CheckOutcome,
+        StepRecord,
+        Binding,
+        Localisation,
+        Divergence,
+        StepResult,
+        RequestStep,
+        Schedule,
+        ScheduledRun,
+        CacheReport,
+        Calibration,
+        NumericTrace,
+    )
 
 
 class EngineOutOfMemory(ResourceError):

@@ -18,10 +18,11 @@ from graphcheck.backends.devices import resolve
 from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes
-from graphcheck.cli.common import check_faults, check_setup, make_dir
+from graphcheck.cli.common import check_setup, make_dir
 from graphcheck.cli.console import make_console
 from graphcheck.display import redacted
 from graphcheck.errors import InputError
+from graphcheck.search.plan import check_faults
 
 #: the most seeds ``--seeds`` takes
 MAX_SEEDS = 1000
@@ -135,7 +136,7 @@ def _seeds_catalog(
     from graphcheck.catalog.seeds import DEFAULT_PROFILE, SeedsSettings, run_seeds
     from graphcheck.catalog.seeds_console import progress_line, seeds_table, totals_lines
     from graphcheck.report.catalog_seeds import write_seeds_catalog
-    from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES
+    from graphcheck.search.plan import RUN_PROFILE_EXAMPLES
 
     profile = args.profile or DEFAULT_PROFILE
     jobs = (len(names) + 1) * args.seeds

@@ -15,7 +15,7 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import SituationRow
 from graphcheck.cli.progress import plural
 from graphcheck.display import one_line
-from graphcheck.search.fuzz import FuzzResult
+from graphcheck.search.result import SuiteResult
 
 #: Console width when the output is not a terminal (a CI log, a pipe): wide enough for the tables.
 PLAIN_WIDTH = 120
@@ -66,7 +66,7 @@ def where_line(outcome: CheckOutcome | None) -> str | None:
     return f"where: {plain(outcome.localisation.headline())}"
 
 
-def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]) -> Table:
+def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[SuiteResult]) -> Table:
     table = Table(title="graphcheck summary", title_justify="left")
     for column in ("check", "scenarios", "steps", "verdict", "first divergence"):
         table.add_column(column, overflow="fold")
@@ -78,7 +78,7 @@ def summary_table(outcomes: Sequence[CheckOutcome], fuzzed: Sequence[FuzzResult]
     for result in fuzzed:
         verdict = _verdict(result.outcome) if result.outcome else "[green]clean[/]"
         first = _first(result.outcome) if result.outcome else ""
-        table.add_row(f"suite {plain(result.suite)}", str(result.examples), str(result.steps), verdict, first)
+        table.add_row(f"suite {plain(result.name)}", str(result.examples), str(result.steps), verdict, first)
     return table
 
 

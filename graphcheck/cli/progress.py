@@ -16,7 +16,9 @@ from rich.text import Text
 
 from graphcheck.check.records import CheckOutcome
 from graphcheck.display import one_line
-from graphcheck.search.fuzz import FuzzResult, SearchProgress
+from graphcheck.scenario import Scenario
+from graphcheck.search.fuzz import SearchProgress
+from graphcheck.search.result import SuiteResult
 
 #: Seconds between two plain progress lines when the output is not a terminal.
 PLAIN_INTERVAL_S = 10.0
@@ -72,10 +74,14 @@ class RunProgress:
         self._search = progress
         self._refresh()
 
-    def end_suite(self, result: FuzzResult) -> None:
+    def end_suite(self, result: SuiteResult) -> None:
         self._search = None
         if self.live or self.plain:
             self.console.print(suite_line(result), highlight=False, soft_wrap=True)
+
+    def demo(self, scenario: Scenario, outcome: CheckOutcome) -> None:
+        """A demo scenario was checked (the suite runner's ``on_demo``)."""
+        self.example(scenario.name, outcome)
 
     def example(self, name: str, outcome: CheckOutcome) -> None:
         """A single scenario (not part of a search) was checked."""
@@ -110,21 +116,29 @@ class RunProgress:
         return f"shrinking: {plural(search.examples, 'scenario')} checked, smallest {requests} req x {steps} steps"
 
 
-def _replayed(result: FuzzResult) -> str:
+def _replayed(result: SuiteResult) -> str:
     """`` (412 replayed a graph)``, of the graph engine's steps; "" when it ran none."""
     steps = result.coverage.graph_steps
     return f" ({result.coverage.replayed_steps:,} replayed a graph)" if steps else ""
 
 
-def suite_line(result: FuzzResult) -> Text:
-    """``suite padding: clean, 37 scenarios, 64 steps, 2.1s`` (plain text: nothing in it is markup)."""
+def suite_line(result: SuiteResult) -> Text:
+    """``suite padding: clean, 37 scenarios, 64 steps, 2.1s`` (plain text: nothing in it is markup); the demo
+    scenarios' line is ``built-in scenarios: ...``, and a result that ended on an error says ``failed``."""
     counts = f"{plural(result.examples, 'scenario')}, {plural(result.steps, 'step')}{_replayed(result)}, {result.elapsed_s:.1f}s"
-    text = Text(f"suite {one_line(result.suite)}: ")
-    if result.outcome is None or result.outcome.clean:
+    text = Text("built-in scenarios: " if result.builtin else f"suite {one_line(result.name)}: ")
+    if result.stop is not None:
+        text.append("failed", style="red")
+        text.append(f" {one_line(result.stop.message.strip().splitlines()[0] if result.stop.message.strip() else '')}")
+        return text
+    if result.clean:
         text.append("clean" + (" (interrupted)" if result.interrupted else ""), style="green")
         text.append(f", {counts}")
         return text
     text.append("divergence", style="red")
+    if result.builtin:
+        text.append(f", {counts}")
+        return text
     at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
     text.append(f"{at} ({result.shrink_state}), {counts}")
     return text

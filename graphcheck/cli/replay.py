@@ -15,13 +15,12 @@ from graphcheck.check.memory_gate import admit, engine_memory_limit
 from graphcheck.check.setup import CheckSetup
 from graphcheck.cli import engine_log, exitcodes
 from graphcheck.cli.common import (
-    RunPlan,
     Unwritten,
-    check_faults,
     check_writable_file,
     claim_run_dir,
     publish_github,
     report_unwritten,
+    runner_of,
     write_reports,
 )
 from graphcheck.cli.console import make_console, outcome_line, plain, where_line
@@ -31,9 +30,12 @@ from graphcheck.cli.replay_target import replay_target
 from graphcheck.files import ledger
 from graphcheck.scenario import load_scenario
 from graphcheck.search.fuzz import write_pending
+from graphcheck.search.plan import check_faults
 
 
 def replay_command(args: argparse.Namespace) -> int:
+    from graphcheck.report import RunInfo, graphcheck_version
+
     target = replay_target(args)
     if target.recorded_in is not None:  # a downloaded report never imports a module shipped in it
         drop_folder(target.scenario_path.parent)
@@ -50,7 +52,6 @@ def replay_command(args: argparse.Namespace) -> int:
     if getattr(args, "junit", None):
         check_writable_file(Path(args.junit), "--junit file")
     run_id, out_dir = claim_run_dir(Path(args.report_dir))
-    plan = RunPlan(backend, faults, [], 0, 0, out_dir, run_id, emulate=target.emulate, setup=setup, engine=engine)
     console = make_console()
     publish = github.enabled(getattr(args, "github", None))
     with github.commands_stopped(publish):
@@ -73,7 +74,21 @@ def replay_command(args: argparse.Namespace) -> int:
         unwritten: Unwritten | None = None
         with ledger() as written:
             try:
-                paths, info = write_reports(args, plan, [outcome], started_at, time.perf_counter() - started)
+                info = RunInfo(
+                    run_id=run_id,
+                    backend=backend.name,
+                    runner=runner_of([outcome]),
+                    emulate=target.emulate,
+                    emulator=getattr(backend, "emulator", "kernel"),
+                    seed=None,
+                    started_at=started_at,
+                    elapsed_s=time.perf_counter() - started,
+                    version=graphcheck_version(),
+                    faults=faults,
+                    oracle=setup.oracle,
+                    engine=engine.spec,
+                )
+                paths = write_reports(args, out_dir, info, [outcome])
             except OSError as err:  # a full disk: the verdict still stands
                 paths, info, unwritten = None, None, Unwritten(err, tuple(written))
         console.print(outcome_line(outcome))

@@ -8,158 +8,158 @@ workers (``graphcheck.parallel.run``) and merges what they found; ``-j auto`` pi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from graphcheck import github
-from graphcheck.backends.devices import resolve
 from graphcheck.check.applicable import applicability, left_out_line
 from graphcheck.check.chain import history_line
-from graphcheck.check.engines import resolve_engine
-from graphcheck.check.memory_gate import MemoryLimitError, check_limit_usable, engine_memory_limit
+from graphcheck.check.memory_gate import check_limit_usable, engine_memory_limit
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.situations import involved_situations, merged_coverage, situation_table
-from graphcheck.check.watchdog import HardHang, on_hard_hang
+from graphcheck.check.watchdog import WATCHDOG, HardHang, on_hard_hang
 from graphcheck.cli import engine_log, exitcodes
 from graphcheck.cli.common import (
-    RunPlan,
     Unwritten,
-    check_faults,
     check_setup,
     check_writable_file,
     claim_run_dir,
     open_database,
-    pick_suites,
     publish_github,
     report_unwritten,
+    runner_of,
     write_reports,
 )
 from graphcheck.cli.console import make_console, plain, situations_table, summary_table, where_line
 from graphcheck.cli.progress import RunProgress, plural
 from graphcheck.display import one_line
-from graphcheck.errors import InputError
 from graphcheck.files import ledger, write_atomic
-from graphcheck.search.fuzz import (
-    DEFAULT_PER_CONFIG,
-    FuzzResult,
-    SearchInterrupted,
-    label_found,
-    write_fuzz_summary,
-)
-from graphcheck.search.suite_run import RUN_PROFILE_EXAMPLES, SuiteRun, SuiteRunHooks, SuiteRunSpec, runnable_suites
+from graphcheck.parallel.workers import WorkerPlan
+from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, write_fuzz_summary
+from graphcheck.search.plan import RUN_PROFILE_EXAMPLES, ResolvedPlan, RunPlan, make_plan
+from graphcheck.search.result import SuiteResult, fuzzed, reported_outcomes
+from graphcheck.search.suite_run import RunHooks, SuiteRunner
 
 
-def plan_run(args: argparse.Namespace) -> RunPlan:
+@dataclass(frozen=True)
+class RunContext:
+    """The command line's side of a run: its plan made runnable, the report folder it claimed, the example
+    database it opened, and how ``-j`` spreads it (the xdist arguments, ``-j auto``'s reasoning)."""
+
+    resolved: ResolvedPlan
+    run_id: str
+    out_dir: Path
+    example_db: Any = None  # the opened Hypothesis ExampleDatabase, None for "none"
+    xdist_args: tuple[str, ...] = ()
+    worker_plan: WorkerPlan | None = None  # -j auto's plan (workers is its count); None for -j N
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.resolved.plan
+
+
+def plan_run(args: argparse.Namespace) -> RunContext:
     """Check every option and output path, cheapest first; then claim the report folder."""
-    engine_memory_limit()  # a malformed GRAPHCHECK_MAX_ENGINE_MEMORY fails here, not inside a search
-    suites = pick_suites(args.suite)
-    examples = args.examples if args.examples is not None else RUN_PROFILE_EXAMPLES[args.profile]
-    if not 1 <= examples <= 100_000:
-        raise InputError(f"--examples must be in [1, 100000], got {examples}")
-    engine = resolve_engine(getattr(args, "engine", None))
-    faults = check_faults(args.inject, engine)
-    setup = check_setup(args)
     from graphcheck.parallel.run import check_options, choose_workers
 
-    xdist_args = check_options(getattr(args, "jobs", 1), getattr(args, "xdist_args", ""))
-    if getattr(args, "junit", None):
-        check_writable_file(Path(args.junit), "--junit file")
-    backend = resolve(args.backend, emulate=args.emulate, emulator=args.emulator)
-    jobs, worker_plan = choose_workers(getattr(args, "jobs", 1), backend, xdist_args, os.environ)
-    database, example_db = open_database(getattr(args, "database", None))
-    plan = RunPlan(
-        backend,
-        faults,
-        suites,
-        examples,
-        args.seed,
-        Path(),
-        "",
-        database,
-        example_db,
-        jobs,
-        xdist_args,
-        bool(args.emulate),
-        setup,
-        engine,
-        worker_plan=worker_plan,
+    engine_memory_limit()  # a malformed GRAPHCHECK_MAX_ENGINE_MEMORY fails here, not inside a search
+    plan = make_plan(
+        suites=args.suite,
+        examples=args.examples if args.examples is not None else RUN_PROFILE_EXAMPLES[args.profile],
+        engine=args.engine,
+        faults=args.inject,
+        setup=check_setup(args),
+        demo_steps=args.steps,
+        seed=args.seed,
+        backend=args.backend,
+        emulate=bool(args.emulate),
+        emulator=args.emulator,
+        keep_going=args.keep_going,
+        hang_limit=WATCHDOG.limit_s,  # what this process watches with (--hang-limit)
     )
-    plan.suites, plan.skipped = runnable_suites(plan.checker, suites)
-    if not plan.suites:
-        reasons = "; ".join(f"{s.suite}: {s.reason}" for s in plan.skipped)
-        raise InputError(f"no suite can run on engine {engine.spec}: {reasons}")
-    check_limit_usable(engine.factory, plan.checker.prepare)  # a limit no scenario fits: before a folder is made
-    plan.run_id, plan.out_dir = claim_run_dir(Path(args.report_dir))
-    return plan
+    xdist_args = check_options(args.jobs, args.xdist_args)
+    if args.junit:
+        check_writable_file(Path(args.junit), "--junit file")
+    resolved = plan.resolve()
+    workers, worker_plan = choose_workers(args.jobs, resolved.backend, xdist_args, os.environ)
+    database, example_db = open_database(args.database)
+    plan = dataclasses.replace(plan, workers=workers, database=database)
+    check_limit_usable(resolved.engine.factory, resolved.checker.prepare)  # before a folder is made
+    run_id, out_dir = claim_run_dir(Path(args.report_dir))
+    resolved = dataclasses.replace(resolved, plan=plan)
+    return RunContext(resolved, run_id, out_dir, example_db, tuple(xdist_args), worker_plan)
 
 
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run: what it had found so far, for the report."""
 
-    def __init__(self, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> None:
+    def __init__(self, results: list[SuiteResult]) -> None:
         super().__init__()
-        self.outcomes, self.fuzzed = outcomes, fuzzed
+        self.results = results
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if not 1 <= args.steps <= 10_000:
-        raise InputError(f"--steps must be in [1, 10000], got {args.steps}")
-    plan = plan_run(args)
+    run = plan_run(args)
+    plan = run.plan
     console = make_console()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.perf_counter()
-    pending = plan.out_dir / "pending-scenario.json"
-    publish = github.enabled(getattr(args, "github", None))
+    pending = run.out_dir / "pending-scenario.json"
+    publish = github.enabled(args.github)
     interrupted = False
     with github.commands_stopped(publish):
-        _print_header(console, plan)
-        with engine_log.captured(plan.out_dir) as logged:
+        _print_header(console, run)
+        with engine_log.captured(run.out_dir) as logged:
             try:
-                with on_hard_hang(_hang_report(plan, pending)):
-                    outcomes, fuzzed = _run_suites(args, plan, console, pending)
+                with on_hard_hang(_hang_report(run, pending)):
+                    results = _run_suites(run, console, pending, quiet=args.quiet)
             except RunInterrupted as stop:
-                outcomes, fuzzed, interrupted = stop.outcomes, stop.fuzzed, True
+                results, interrupted = stop.results, True
         elapsed = time.perf_counter() - started
+        outcomes, searched = reported_outcomes(results), fuzzed(results)
         # A stopped run keeps the scenario it was on, as does an engine that tried to exit.
         if not interrupted and all(o.engine_error is None for o in outcomes):
             pending.unlink(missing_ok=True)
         involved = involved_situations(outcomes)
-        applicable = applicability(plan.engine.capabilities)
-        situations = situation_table(merged_coverage(r.coverage for r in fuzzed), involved, applicable)
+        applicable = applicability(run.resolved.engine.capabilities)
+        situations = situation_table(merged_coverage([r.coverage for r in searched]), involved, applicable)
         paths, info, unwritten = None, None, None
         with ledger() as written:
             try:
                 write_fuzz_summary(
-                    plan.out_dir / "fuzz.json",
-                    fuzzed,
+                    run.out_dir / "fuzz.json",
+                    searched,
                     involved=involved,
                     applicable=applicable,
                     seed=plan.seed,
-                    jobs=plan.jobs,
+                    jobs=plan.workers,
                     database=plan.database.describe(),
                     interrupted=interrupted,
-                    engine=plan.engine.spec,
+                    engine=plan.engine,
                     skipped=[{"suite": s.suite, "reason": s.reason} for s in plan.skipped],
                 )
                 if outcomes:
-                    paths, info = write_reports(args, plan, outcomes, started_at, elapsed, fuzzed, situations)
+                    info = _run_info(run, args.profile, outcomes, started_at, elapsed)
+                    paths = write_reports(args, run.out_dir, info, outcomes, searched, situations)
             except OSError as err:  # a full disk, a folder gone read-only: the verdict still stands
                 unwritten = Unwritten(err, tuple(written))
         if outcomes:
-            console.print(summary_table(outcomes, fuzzed))
-        if fuzzed:
+            console.print(summary_table(outcomes, searched))
+        if searched:
             console.print(situations_table(situations))
             if applicable.left_out:
                 console.print(left_out_line(applicable), markup=False, highlight=False)
         if logged.summary() is not None:
             console.print(logged.summary(), markup=False, highlight=False)
-        _print_verdict(console, plan, outcomes, fuzzed, elapsed, paths, interrupted, unwritten)
+        _print_verdict(console, run, outcomes, searched, elapsed, paths, interrupted, unwritten)
     if publish and paths is not None:
-        publish_github(args, outcomes, fuzzed, paths, info)
+        publish_github(args, outcomes, searched, paths, info)
     if unwritten is not None:
         return exitcodes.REPORT_UNWRITTEN
     if interrupted:
@@ -167,18 +167,39 @@ def run_command(args: argparse.Namespace) -> int:
     return exitcodes.verdict(outcomes)
 
 
-def _hang_report(plan: RunPlan, pending: Path) -> Callable[[HardHang], int]:
+def _run_info(run: RunContext, profile: str, outcomes: list[CheckOutcome], started_at: str, elapsed: float) -> Any:
+    from graphcheck.report import RunInfo, graphcheck_version
+
+    plan = run.plan
+    return RunInfo(
+        run_id=run.run_id,
+        backend=plan.backend,
+        runner=runner_of(outcomes),
+        emulate=plan.emulate,
+        emulator=getattr(run.resolved.backend, "emulator", "kernel"),
+        seed=plan.seed,
+        profile=profile,
+        started_at=started_at,
+        elapsed_s=elapsed,
+        version=graphcheck_version(),
+        faults=plan.faults,
+        oracle=plan.setup.oracle,
+        engine=plan.engine,
+    )
+
+
+def _hang_report(run: RunContext, pending: Path) -> Callable[[HardHang], int]:
     """What the watchdog does when the engine hangs where Python cannot interrupt it (a C++ op): keep the
     scenario as the report's scenario.json, print the verdict and the replay command; exit DIVERGENCE."""
 
     def report(hang: HardHang) -> int:
-        kept = plan.out_dir / "scenario.json"
+        kept = run.out_dir / "scenario.json"
         if pending.is_file():
             write_atomic(kept, pending.read_text(encoding="utf-8"))
         sys.stdout.write(
             f"\nHANG the engine's {one_line(hang.where)} was still running after {hang.limit_s:g} s (--hang-limit) "
             f"and could not be interrupted (stuck outside Python): the scenario is kept in {pending} and {kept}\n"
-            f"replay: {plan.checker.replay_command(str(kept))}\n"
+            f"replay: {run.resolved.checker.replay_command(str(kept))}\n"
         )
         sys.stdout.flush()
         return exitcodes.DIVERGENCE
@@ -186,9 +207,9 @@ def _hang_report(plan: RunPlan, pending: Path) -> Callable[[HardHang], int]:
     return report
 
 
-def _print_header(console: Any, plan: RunPlan) -> None:
-    backend = plan.backend
-    console.print(f"graphcheck run {plan.run_id}: backend {backend.name} ({backend.description})", highlight=False)
+def _print_header(console: Any, run: RunContext) -> None:
+    plan, backend, engine = run.plan, run.resolved.backend, run.resolved.engine
+    console.print(f"graphcheck run {run.run_id}: backend {backend.name} ({backend.description})", highlight=False)
     injected = f"; injected: {plain(', '.join(plan.faults))}" if plan.faults else ""
     console.print(
         f"  {plural(len(plan.suites), 'suite')}, {plural(plan.examples, 'example')} per suite "
@@ -197,19 +218,19 @@ def _print_header(console: Any, plan: RunPlan) -> None:
         highlight=False,
     )
     console.print(f"  {plan.database.describe()}", markup=False, highlight=False)
-    if plan.worker_plan is not None:
-        console.print(f"  {plan.worker_plan.reason}", markup=False, highlight=False)
-    if not plan.engine.builtin:
-        console.print(f"  engine {plain(plan.engine.spec)} ({plain(plan.engine.source)})", highlight=False)
+    if run.worker_plan is not None:
+        console.print(f"  {run.worker_plan.reason}", markup=False, highlight=False)
+    if not engine.builtin:
+        console.print(f"  engine {plain(engine.spec)} ({plain(engine.source)})", highlight=False)
     for skipped in plan.skipped:
         console.print(f"  skipped suite {plain(skipped.suite)}: {plain(skipped.reason)}", highlight=False)
 
 
 def _print_verdict(
     console: Any,
-    plan: RunPlan,
+    run: RunContext,
     outcomes: list[CheckOutcome],
-    fuzzed: list[FuzzResult],
+    fuzzed: list[SuiteResult],
     elapsed: float,
     paths: Any,
     interrupted: bool,
@@ -221,7 +242,7 @@ def _print_verdict(
         found = (
             f"found {plain(first.first.headline())}" if first is not None and first.first else "no divergence so far"
         )
-        pending = plan.out_dir / "pending-scenario.json"
+        pending = run.out_dir / "pending-scenario.json"
         if pending.is_file():
             found += f"; the scenario it was running is kept in {plain(pending)}"
         console.print(f"[bold yellow]INTERRUPTED[/] after {elapsed:.1f}s, {checked}: {found}")
@@ -243,19 +264,19 @@ def _print_verdict(
     if history is not None:
         console.print(history, markup=False, highlight=False)
     if unwritten is not None:
-        console.print(report_unwritten(plan.out_dir, unwritten), markup=False, highlight=False)
+        console.print(report_unwritten(run.out_dir, unwritten), markup=False, highlight=False)
         return
     if paths is None:
         console.print(
-            f"report: none (nothing was checked to the end); fuzzing: {plan.out_dir / 'fuzz.json'}", markup=False
+            f"report: none (nothing was checked to the end); fuzzing: {run.out_dir / 'fuzz.json'}", markup=False
         )
         return
     if first is not None:
-        console.print(f"replay: {plan.checker.replay_command(str(paths.scenario_json))}", markup=False)
+        console.print(f"replay: {run.resolved.checker.replay_command(str(paths.scenario_json))}", markup=False)
     console.print(f"report: {paths.index_html}", markup=False)
 
 
-def _checked(outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> str:
+def _checked(outcomes: list[CheckOutcome], fuzzed: list[SuiteResult]) -> str:
     """``899 scenarios checked (895 fuzzed, 4 built-in)``: every lockstep run of the run, fuzzing's and the rest."""
     searched = {id(r.outcome) for r in fuzzed if r.outcome is not None}  # counted in their suite's figure
     fuzz = sum(r.examples for r in fuzzed)
@@ -263,62 +284,41 @@ def _checked(outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> str:
     return f"{plural(fuzz + builtin, 'scenario')} checked ({fuzz:,} fuzzed, {builtin:,} built-in)"
 
 
-def _run_suites(
-    args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
-) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    if plan.jobs > 1:
-        from graphcheck.parallel.run import ParallelInterrupted, run_parallel
-
-        try:
-            return run_parallel(args, plan, console)
-        except ParallelInterrupted as stop:
-            raise RunInterrupted(stop.outcomes, stop.fuzzed) from None
-    from graphcheck.check.threads import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
-
-    with single_threaded(plan.backend):
-        return _run_in_process(args, plan, console, pending)
-
-
-def _run_in_process(
-    args: argparse.Namespace, plan: RunPlan, console: Any, pending: Path
-) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    """``-j 1``: every suite with ``plan.seed`` in this process, then the demo scenarios (``SuiteRun``).
-
-    A Ctrl-C raises RunInterrupted with what was found so far (a search's
-    smallest diverging scenario included).
-    """
-    spec = SuiteRunSpec(
-        plan.checker,
-        plan.suites,
-        plan.examples,
-        plan.seed,
-        pending,
-        database=plan.example_db,
-        keep_going=args.keep_going,
-        demo_steps=args.steps,
-    )
-    with RunProgress(console, enabled=not args.quiet) as progress:
-        hooks = SuiteRunHooks(
+def _run_suites(run: RunContext, console: Any, pending: Path, *, quiet: bool) -> list[SuiteResult]:
+    """The run's results: ``-j N`` schedules the plan's jobs on pytest-xdist workers, ``-j 1`` runs the plan
+    here; both through the same suite runner. A Ctrl-C raises RunInterrupted with what was found so far
+    (a search's smallest diverging scenario included)."""
+    with RunProgress(console, enabled=not quiet) as progress:
+        hooks = RunHooks(
             start_suite=progress.start_suite,
             end_suite=progress.end_suite,
             on_progress=progress.search,
-            on_demo=lambda scenario, outcome: progress.example(scenario.name, outcome),
+            on_demo=progress.demo,
             device_lost=lambda outcome: _print_device_lost(console, outcome),
         )
-        run = SuiteRun(spec, hooks)
-        try:
-            run.run()
-        except SearchInterrupted as stop:
-            run.fuzzed.append(stop.result)
-            if stop.result.outcome is not None:
-                label_found(stop.result.outcome, stop.result.suite, interrupted=True)
-                run.outcomes.append(stop.result.outcome)
-            raise RunInterrupted(run.outcomes, run.fuzzed) from None
-        except KeyboardInterrupt:
-            raise RunInterrupted(run.outcomes, run.fuzzed) from None
-        except MemoryLimitError as refused:  # the gate's refusal is the run's end; its scenario stays on disk
-            raise refused.kept(pending if pending.is_file() else None) from None
-    return run.outcomes, run.fuzzed
+        if run.plan.workers > 1:
+            return _run_parallel(run, console, hooks)
+        from graphcheck.check.threads import single_threaded  # torch cpu: thread hand-offs cost more than the tiny ops
+
+        runner = SuiteRunner.of(run.resolved, pending, hooks, run.example_db)
+        with single_threaded(run.resolved.backend):
+            try:
+                return runner.run()
+            except KeyboardInterrupt:
+                raise RunInterrupted(runner.results) from None
+
+
+def _run_parallel(run: RunContext, console: Any, hooks: RunHooks) -> list[SuiteResult]:
+    from graphcheck.parallel.run import ParallelInterrupted, describe, run_parallel
+
+    results = run.out_dir / "jobs"
+    console.print(describe(run.plan, run.resolved.backend, run.xdist_args, results))
+    try:
+        return run_parallel(
+            run.plan, results, run.resolved.backend, run.xdist_args, RunHooks(end_suite=hooks.end_suite)
+        )
+    except ParallelInterrupted as stop:
+        raise RunInterrupted(stop.results) from None
 
 
 def _print_device_lost(console: Any, outcome: CheckOutcome) -> None:

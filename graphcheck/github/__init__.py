@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from graphcheck.check.records import Localisation
-from graphcheck.github.model import CiContext, FinishedRun, SuiteLine, suite_lines
+from graphcheck.github.model import CiContext, FinishedRun
 from graphcheck.github.summary import SUMMARY_LIMIT_BYTES, render_summary, utf8
 from graphcheck.github.workflow import (
     Annotation,
@@ -146,7 +146,6 @@ __all__ = [
     "Annotation",
     "CiContext",
     "FinishedRun",
-    "SuiteLine",
     "TOP_ANNOTATIONS",
     "annotations",
     "append_summary",
@@ -157,5 +156,4 @@ __all__ = [
     "escape_property",
     "publish",
     "render_summary",
-    "suite_lines",
 ]

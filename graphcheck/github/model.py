@@ -12,17 +12,7 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.github.workflow import repo_relative
 from graphcheck.report.localisation import BlobLinks
 from graphcheck.report.model import ReportPaths, RunInfo, default_replay_command
-
-
-@dataclass(frozen=True)
-class SuiteLine:
-    """One fuzzed suite: how many lockstep runs and engine steps it took, and whether it diverged."""
-
-    name: str
-    examples: int
-    steps: int
-    diverged: bool
-    elapsed_s: float = 0.0
+from graphcheck.search.result import SuiteResult
 
 
 @dataclass(frozen=True)
@@ -71,7 +61,7 @@ class FinishedRun:
     run_info: RunInfo
     paths: ReportPaths
     command: str
-    suites: Sequence[SuiteLine] = ()
+    suites: Sequence[SuiteResult] = ()  # the fuzzed suites
     ci: CiContext = field(default_factory=lambda: CiContext(Path.cwd()))
 
     @property
@@ -101,20 +91,3 @@ class FinishedRun:
 
     def first(self) -> tuple[CheckOutcome, Divergence] | None:
         return next(self.divergences(), None)
-
-
-def suite_lines(fuzzed: Sequence[object]) -> list[SuiteLine]:
-    """SuiteLines from ``graphcheck.search.fuzz.FuzzResult`` objects (read by attribute, so fuzz stays unimported)."""
-    lines = []
-    for result in fuzzed:
-        outcome = getattr(result, "outcome", None)
-        lines.append(
-            SuiteLine(
-                name=str(result.suite),
-                examples=int(getattr(result, "examples", 0)),
-                steps=int(getattr(result, "steps", 0)),
-                diverged=outcome is not None and not outcome.clean,
-                elapsed_s=float(getattr(result, "elapsed_s", 0.0)),
-            )
-        )
-    return lines

@@ -140,7 +140,7 @@ def _head(run: FinishedRun) -> str:
     if run.suites:
         lines += ["| suite | examples | engine steps | time | verdict |", "|---|---:|---:|---:|---|"]
         for suite in run.suites[:MAX_SUITE_ROWS]:
-            verdict = "❌ divergence (shrunk)" if suite.diverged else "✅ clean"
+            verdict = "✅ clean" if suite.clean else "❌ divergence (shrunk)"
             lines.append(
                 f"| {code(suite.name)} | {suite.examples} | {suite.steps} | {_seconds(suite.elapsed_s)} | {verdict} |"
             )

@@ -1,9 +1,9 @@
 """``graphcheck run -j N``: the suites fuzzed by N pytest-xdist workers, merged into one report.
 
-``-j auto`` picks N from the machine (graphcheck.parallel.workers). The parent plans a
-RunSpec (graphcheck.parallel.jobs): for every suite, N jobs with
+``-j auto`` picks N from the machine (graphcheck.parallel.workers). The parent sends the
+run's plan with its jobs (graphcheck.parallel.jobs.JobList): for every suite, N jobs with
 seeds ``seed .. seed+N-1`` (``-j 1`` fuzzes ``seed`` alone, in process), and
-one job for the built-in demo scenarios. It runs ``python -m pytest`` over
+one job for the built-in demo scenarios; each runs through the suite runner ``-j 1`` uses. It runs ``python -m pytest`` over
 graphcheck/parallel/xdist_jobs.py with the graphcheck.parallel.xdist_plugin plugin and xdist's
 workers: ``-n N`` locally, or N ``--tx popen//env:CUDA_VISIBLE_DEVICES=K``
 workers pinned to the GPUs round robin where a CUDA backend sees several (or one that
@@ -13,7 +13,7 @@ through the example database, which every job replays before it draws.
 Without ``--keep-going``, pytest's ``-x`` stops handing out jobs after the
 first divergence (jobs already running finish).
 
-The parent then merges the JobResults the controller wrote to
+The parent then merges the SuiteResults the controller wrote to
 ``<report>/jobs/``: per suite, in suite order, the smallest shrunk scenario
 over all seeds (then the lowest seed) is that suite's divergence, exactly as
 ``-j 1`` would report one; the exit codes are ``-j 1``'s.
@@ -21,7 +21,6 @@ over all seeds (then the lowest seed) is that suite's divergence, exactly as
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import json
@@ -35,39 +34,32 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rich.console import Console
-from rich.markup import escape
-
 from graphcheck.check.diff import Divergence
-from graphcheck.check.engines import EngineSpecError
 from graphcheck.check.records import CheckOutcome
-from graphcheck.check.watchdog import WATCHDOG
-from graphcheck.display import one_line, redacted
-from graphcheck.errors import BackendUnavailableError, EngineAbortedError, InputError, ResourceError, RunError
+from graphcheck.display import redacted
+from graphcheck.errors import InputError, RunError
 from graphcheck.files import write_atomic
 from graphcheck.parallel.gpu_share import SHARE_ENV, memory_fraction
 from graphcheck.parallel.jobs import (
     BUILTIN,
     DATABASE_ENV,
     Job,
-    JobResult,
-    RunSpec,
+    JobList,
     hang_marker_path,
     pending_path,
+    plan_jobs,
+    result_from_json,
 )
 from graphcheck.parallel.machine import DEVICE_ENV, auto_plan, visible_devices
 from graphcheck.parallel.workers import AUTO, MAX_WORKERS, WorkerPlan, round_robin
 from graphcheck.scenario import Scenario, read_regular_file
-from graphcheck.search.fuzz import FuzzResult, label_found
+from graphcheck.search.fuzz import label_found
+from graphcheck.search.plan import RunPlan
+from graphcheck.search.result import CRASH, SuiteResult
+from graphcheck.search.suite_run import RunHooks
 from graphcheck.search.timed_search import scenario_size
 
 _POLL_S = 0.5
-
-
-def plan_jobs(suites: Sequence[str], seed: int, workers: int) -> tuple[Job, ...]:
-    """Suite-major, so the first jobs handed out are the first suite's, as in a ``-j 1`` run."""
-    fuzz = tuple(Job(suite, seed + i) for suite in suites for i in range(workers))
-    return fuzz + (Job(BUILTIN),)
 
 
 def worker_args(workers: int, backend: Any, xdist_args: Sequence[str], environ: Mapping[str, str]) -> list[str]:
@@ -183,60 +175,51 @@ def choose_workers(
     return plan.count, plan
 
 
-def run_parallel(args: argparse.Namespace, plan: Any, console: Console) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    """Run ``plan`` through pytest-xdist; the merged outcomes and one FuzzResult per fuzz job."""
-    xdist_args = plan.xdist_args
-    results = plan.out_dir / "jobs"
-    results.mkdir()
-    spec = RunSpec(
-        backend=plan.backend.name,
-        emulate=bool(args.emulate),
-        faults=tuple(plan.faults),
-        examples=plan.examples,
-        steps=args.steps,
-        database=plan.database,
-        results_dir=str(results),
-        jobs=plan_jobs([s.name for s in plan.suites], plan.seed, plan.jobs),
-        setup=plan.setup.to_dict(),
-        engine=plan.engine.spec,
-        emulator=getattr(plan.backend, "emulator", "kernel"),
-        hang_limit=WATCHDOG.limit_s,  # what this process watches with (--hang-limit)
-    )
-    spec_path = results / "spec.json"
-    write_atomic(spec_path, spec.to_json())
-    env = _child_env(dict(os.environ))
-    env[DATABASE_ENV] = plan.database.location  # its credentials stay out of jobs/spec.json
-    command = pytest_command(
-        spec_path, results, worker_args(plan.jobs, plan.backend, xdist_args, env), args.keep_going, xdist_args
-    )
-    bound = memory_note(plan.jobs, plan.backend, xdist_args, env)
-    console.print(
-        f"{plan.jobs} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.jobs - 1}, {len(spec.jobs)} jobs"
+def describe(plan: RunPlan, backend: Any, xdist_args: Sequence[str], results: Path) -> str:
+    """The run's line about its workers: how many, their seeds, the jobs, the memory bound, the log."""
+    jobs = plan_jobs(plan)
+    bound = memory_note(plan.workers, backend, xdist_args, os.environ)
+    return (
+        f"{plan.workers} workers (pytest-xdist), seeds {plan.seed}..{plan.seed + plan.workers - 1}, {len(jobs)} jobs"
         f"{bound}; log: {results / 'pytest.log'}"
     )
+
+
+def run_parallel(
+    plan: RunPlan, results: Path, backend: Any, xdist_args: Sequence[str], hooks: RunHooks | None = None
+) -> list[SuiteResult]:
+    """Run ``plan``'s jobs through pytest-xdist, their files in ``results`` (made here); the merged results.
+
+    ``backend``: the plan's device (which GPUs the workers go to); ``hooks.end_suite`` hears each job's
+    result as it lands."""
+    hooks = hooks or RunHooks()
+    results.mkdir()
+    jobs = JobList(plan, plan_jobs(plan), str(results))
+    spec_path = results / "spec.json"
+    write_atomic(spec_path, jobs.to_json())
+    env = _child_env(dict(os.environ))
+    env[DATABASE_ENV] = plan.database.location  # its credentials stay out of jobs/spec.json
+    workers = worker_args(plan.workers, backend, xdist_args, env)
+    command = pytest_command(spec_path, results, workers, plan.keep_going, xdist_args)
     try:
-        code, found = _run_pytest(command, env, results, spec, console, quiet=args.quiet)
+        code, found = _run_pytest(command, env, results, jobs, hooks)
     except _Stopped as stop:  # Ctrl-C, SIGTERM: what the finished jobs found goes into the report
-        outcomes, fuzzed = merge_results(spec, stop.found, keep_going=True, allow_empty=True)
-        raise ParallelInterrupted(outcomes, fuzzed) from None
-    stopped_by_x = code == 2 and any(r.diverged or r.error for r in found.values())  # -x reports "interrupted"
+        raise ParallelInterrupted(merge_results(jobs, stop.found, allow_empty=True)) from None
+    stopped_by_x = code == 2 and any(not r.clean or r.stop for r in found.values())  # -x reports "interrupted"
     if code in (2, 3, 4, 5) and not stopped_by_x:  # interrupted, internal error, usage error, no tests
         tail = "\n".join((results / "pytest.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
         if code == 4:
             raise InputError(f"pytest-xdist rejected the command line (--xdist-args?):\n{tail}")
         raise ParallelRunError(f"pytest-xdist stopped with exit code {code}; the end of its log:\n{tail}")
-    missing = [r for r in found.values() if r.backend_unavailable]
-    if missing:
-        raise BackendUnavailableError(f"a worker could not use the backend: {missing[0].error}")
-    return merge_results(spec, found, keep_going=args.keep_going)
+    return merge_results(jobs, found)
 
 
 def _run_pytest(
-    command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
-) -> tuple[int, dict[str, JobResult]]:
-    """Run pytest, printing each job's line as its result lands; pytest's exit code and the results."""
+    command: list[str], env: dict[str, str], results: Path, jobs: JobList, hooks: RunHooks
+) -> tuple[int, dict[str, SuiteResult]]:
+    """Run pytest, handing each job's result to ``hooks.end_suite`` as it lands; pytest's exit code and the results."""
     try:
-        return _watch_pytest(command, env, results, spec, console, quiet=quiet)
+        return _watch_pytest(command, env, results, jobs, hooks)
     finally:
         _redact_file(results / "pytest.log")
 
@@ -253,20 +236,20 @@ def _redact_file(path: Path) -> None:
 
 
 def _watch_pytest(
-    command: list[str], env: dict[str, str], results: Path, spec: RunSpec, console: Console, *, quiet: bool
-) -> tuple[int, dict[str, JobResult]]:
-    found: dict[str, JobResult] = {}
+    command: list[str], env: dict[str, str], results: Path, jobs: JobList, hooks: RunHooks
+) -> tuple[int, dict[str, SuiteResult]]:
+    found: dict[str, SuiteResult] = {}
     with open(results / "pytest.log", "w", encoding="utf-8") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             while True:
                 done = proc.poll() is not None
-                for job in spec.jobs:
+                for job in jobs.jobs:
                     path = results / f"{job.key}.json"
                     if job.id not in found and path.exists():
-                        found[job.id] = JobResult.from_json(path.read_text(encoding="utf-8"))
-                        if not quiet:
-                            console.print(job_line(found[job.id]))
+                        found[job.id] = result_from_json(path.read_text(encoding="utf-8"))
+                        if hooks.end_suite is not None:
+                            hooks.end_suite(_labelled(found[job.id], job))
                 if done:
                     return proc.returncode, found
                 time.sleep(_POLL_S)
@@ -280,22 +263,17 @@ def _watch_pytest(
             raise
 
 
-def job_line(result: JobResult) -> str:
-    job = result.job
-    name = "built-in scenarios" if job.suite == BUILTIN else escape(f"{one_line(job.suite)} seed {job.seed}")
-    if result.error:
-        return f"  [red]{name}: failed[/] {escape(one_line(result.error.splitlines()[0]))}"
-    if not result.diverged:
-        return f"  [green]{name}: clean[/] ({result.examples} scenarios, {result.elapsed_s:.1f}s)"
-    first = result.failing.first
-    at = f" at example {result.first_failure_at}" if result.first_failure_at else ""
-    return f"  [red]{name}: divergence{at}[/] ({result.examples} scenarios, {result.elapsed_s:.1f}s): {escape(one_line(first.headline()))}"
+def _labelled(result: SuiteResult, job: Job) -> SuiteResult:
+    """A job's result as the run shows it: a search named by its suite and seed (one row per job)."""
+    if job.suite == BUILTIN:
+        return result
+    return dataclasses.replace(result, suite=job.suite, seed=job.seed, label=f"{job.suite} seed {job.seed}")
 
 
 class _Stopped(KeyboardInterrupt):
     """The parallel run was stopped; ``found``: the results of the jobs that had finished."""
 
-    def __init__(self, found: dict[str, JobResult]) -> None:
+    def __init__(self, found: dict[str, SuiteResult]) -> None:
         super().__init__()
         self.found = found
 
@@ -303,56 +281,50 @@ class _Stopped(KeyboardInterrupt):
 class ParallelInterrupted(KeyboardInterrupt):
     """A stopped parallel run, with what its finished jobs found (merged as a whole run's would be)."""
 
-    def __init__(self, outcomes: list[CheckOutcome], fuzzed: list[FuzzResult]) -> None:
+    def __init__(self, results: list[SuiteResult]) -> None:
         super().__init__()
-        self.outcomes, self.fuzzed = outcomes, fuzzed
+        self.results = results
 
 
-def merge_results(
-    spec: RunSpec, found: dict[str, JobResult], *, keep_going: bool, allow_empty: bool = False
-) -> tuple[list[CheckOutcome], list[FuzzResult]]:
-    """One report's outcomes: per suite the smallest shrunk divergence over its seeds, then the demo scenarios.
+def merge_results(jobs: JobList, found: dict[str, SuiteResult], *, allow_empty: bool = False) -> list[SuiteResult]:
+    """One run's results, in job order: every job's (each search labelled with its seed); of each suite's
+    searches, the smallest shrunk divergence over its seeds (then the lowest seed) is the one reported,
+    as ``-j 1`` would report it, suite after suite until the first that diverged (all, with ``keep_going``);
+    the demo scenarios are reported when no suite diverged (or with ``keep_going``).
 
-    A job that ran out of memory (or met the memory limit) is what ``-j 1`` makes of it: a
-    :class:`WorkerOutOfResources`, the machine's limit (exit 2), never a crash divergence of the engine.
+    A job that ended on an error that is not a finding (the engine broke the adapter protocol, the
+    memory limit, ...) raises that error, as ``-j 1`` does; a worker that died is a crash divergence
+    on the scenario it was running. ``allow_empty``: a stopped run, whose errors are left out.
     """
-    exhausted = [found[job.id] for job in spec.jobs if job.id in found and found[job.id].out_of_resources]
-    if exhausted and not allow_empty:
-        raise WorkerOutOfResources(f"job {exhausted[0].job.id!r}: {exhausted[0].error}")
-    refused = next((found[j.id] for j in spec.jobs if j.id in found and found[j.id].engine_refused), None)
-    if refused is not None:  # the engine's doing, not a finding: what -j 1 raises
-        raise (EngineSpecError if refused.engine_refused == "protocol" else EngineAbortedError)(refused.error)
+    done = [(job, found[job.id]) for job in jobs.jobs if job.id in found]
+    stopped = next((r.stop for _, r in done if r.stop is not None and r.stop.kind != CRASH), None)
+    if stopped is not None and not allow_empty:
+        raise stopped.error() or ParallelRunError(stopped.message)
     results = [
-        _with_crash(found[job.id], spec) if found[job.id].error else found[job.id]
-        for job in spec.jobs
-        if job.id in found and not found[job.id].out_of_resources
+        _labelled(_with_crash(r, job, jobs) if r.stop is not None else r, job)
+        for job, r in done
+        if r.stop is None or r.stop.kind == CRASH
     ]
-    fuzzed = [r.fuzz_result() for r in results if r.job.suite != BUILTIN]
-    outcomes: list[CheckOutcome] = []
-    for suite in dict.fromkeys(j.suite for j in spec.jobs if j.suite != BUILTIN):
-        diverged = [r for r in results if r.job.suite == suite and r.diverged]
+    results = [dataclasses.replace(r, reported=False) for r in results]
+    keep_going = jobs.plan.keep_going
+    for suite in jobs.plan.suites:
+        diverged = [i for i, r in enumerate(results) if not r.builtin and r.suite == suite and not r.clean]
         if not diverged:
             continue
-        best = min(diverged, key=lambda r: (_size(r.outcomes[0].scenario), r.job.seed))
-        shrunk = best.outcomes[0]
-        label_found(shrunk, suite)
-        outcomes.append(shrunk)
+        best = min(diverged, key=lambda i: (_size(results[i].outcomes[0].scenario), results[i].seed))
+        label_found(results[best].outcomes[0], suite)
+        results[best] = dataclasses.replace(results[best], reported=True)
         if not keep_going:
             break
-    builtin = next((r for r in results if r.job.suite == BUILTIN), None)
-    if builtin is not None and (keep_going or not outcomes):
-        outcomes.extend(builtin.outcomes)
-    if not outcomes and not allow_empty:
-        raise ParallelRunError(f"the parallel run produced no results; see {Path(spec.results_dir) / 'pytest.log'}")
-    return outcomes, fuzzed
+    found_any = any(r.reported for r in results)
+    results = [dataclasses.replace(r, reported=keep_going or not found_any) if r.builtin else r for r in results]
+    if not any(r.reported and r.outcomes for r in results) and not allow_empty:
+        raise ParallelRunError(f"the parallel run produced no results; see {Path(jobs.results_dir) / 'pytest.log'}")
+    return results
 
 
 class ParallelRunError(RunError):
     """Parallel workers ended without results (or a job failed before running any scenario)."""
-
-
-class WorkerOutOfResources(ResourceError):
-    """A worker's engine ran out of memory, or its scenario was above the memory limit: the machine's limit."""
 
 
 def _last_line(text: str) -> str:
@@ -365,11 +337,12 @@ def _size(scenario: Scenario) -> tuple[int, int, int]:
     return (*scenario_size(scenario), len(scenario.to_json()))
 
 
-def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
+def _with_crash(result: SuiteResult, job: Job, jobs: JobList) -> SuiteResult:
     """A job whose worker died: a crash divergence on the scenario it was running, when it left one."""
-    pending = pending_path(spec, result.job)
+    assert result.stop is not None
+    pending = pending_path(jobs, job)
     if not pending.is_file():
-        raise ParallelRunError(f"job {result.job.id!r} failed before running a scenario: {_last_line(result.error)}")
+        raise ParallelRunError(f"job {job.id!r} failed before running a scenario: {_last_line(result.stop.message)}")
     scenario = Scenario.from_json(pending.read_text(encoding="utf-8"))
     crash = Divergence(
         "crash",
@@ -378,14 +351,15 @@ def _with_crash(result: JobResult, spec: RunSpec) -> JobResult:
         "worker process",
         "a finished job",
         "no result",
-        detail=result.error,
+        detail=result.stop.message,
     )
-    outcome = CheckOutcome(scenario, spec.backend, "none", divergences=[crash], faults=spec.faults)
+    plan = jobs.plan
+    outcome = CheckOutcome(scenario, plan.backend, "none", divergences=[crash], faults=plan.faults)
     hang = _hang_of(hang_marker_path(pending))
     if hang is not None:  # the worker's watchdog ended it: a hang the engine could not be interrupted in
         outcome.divergences = [hang]
         outcome.hung = hang.detail
-    return dataclasses.replace(result, outcomes=[outcome])
+    return dataclasses.replace(result, outcomes=(outcome,), stop=None)
 
 
 def _hang_of(marker: Path) -> Divergence | None:

@@ -10,7 +10,7 @@
 - ``junit.xml``         one testcase per fuzzed suite, then one per other outcome, a failure for
                         each diverged one
 
-``suites`` (one :class:`SuiteRun` per fuzzed suite) adds the per-suite fuzzing to
+``suites`` (the run's :class:`~graphcheck.search.result.SuiteResult` list) adds the per-suite fuzzing to
 all of them: a Fuzzing table and counts in index.html, one testcase per suite in
 junit.xml, a ``"suites"`` list in divergences.json. Every file is written
 atomically (temporary file + ``os.replace``); text UTF-8 cannot carry, such as a
@@ -31,12 +31,12 @@ from graphcheck.report.model import (
     SHRINK_STATES,
     ReportPaths,
     RunInfo,
-    SuiteRun,
     default_replay_command,
     graphcheck_version,
     new_run_id,
     replay_outcome,
 )
+from graphcheck.search.result import SuiteResult
 
 #: Files another step of the run writes into the same folder, listed in index.html when present.
 COMPANION_FILES = ("fuzz.json", "summary.md", "engine.log")  # engine.log: graphcheck.cli.engine_log
@@ -49,7 +49,7 @@ def write_report(
     command: str,
     replay_command: Callable[[Path], str] | None = None,
     run_info: RunInfo,
-    suites: Sequence[SuiteRun] = (),
+    suites: Sequence[SuiteResult] = (),
     extra_files: Sequence[str] = (),
     situations: Sequence[SituationRow] = (),
 ) -> ReportPaths:
@@ -58,8 +58,8 @@ def write_report(
     ``command`` is the command line that produced the run (shown in the header);
     ``replay_command`` turns the scenario.json path into the command that replays
     it (default: ``graphcheck replay <path> --backend B [--emulate] [--inject F]``).
-    ``suites`` is the per-suite fuzzing (in suite order); a SuiteRun whose
-    ``scenario_name`` names one of ``outcomes`` is reported with that outcome.
+    ``suites`` is the per-suite fuzzing (in suite order); a suite whose reported
+    outcome is one of ``outcomes`` (the same object) is reported with that outcome.
     index.html lists the report's files, fuzz.json (when ``suites`` are given)
     and summary.md when they are in ``out_dir``, and ``extra_files`` (names in
     ``out_dir`` written after the report). ``situations`` (the run's situation table,
@@ -104,7 +104,6 @@ __all__ = [
     "SHRINK_STATES",
     "ReportPaths",
     "RunInfo",
-    "SuiteRun",
     "default_replay_command",
     "graphcheck_version",
     "new_run_id",

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from graphcheck.check.diff import KINDS, Divergence
 from graphcheck.check.records import CheckOutcome
-from graphcheck.report.model import SuiteRun
+from graphcheck.search.result import SuiteResult
 
 MAX_WIDTH = 1080
 LABEL_W = 96  # the lane labels on the left
@@ -124,7 +124,7 @@ COVERAGE_BAR_W = 560
 COVERAGE_LABEL_W = 150
 
 
-def coverage_chart(suites: Sequence[SuiteRun], total: int) -> CoverageChart | None:
+def coverage_chart(suites: Sequence[SuiteResult], total: int) -> CoverageChart | None:
     """Situations reached per suite, out of ``total`` (None when no suite counted them)."""
     counted = [s for s in suites if s.situations_reached is not None]
     if not counted or total <= 0:
@@ -135,7 +135,7 @@ def coverage_chart(suites: Sequence[SuiteRun], total: int) -> CoverageChart | No
         bars.append(
             CoverageBar(
                 i * LANE_H,
-                suite.suite,
+                suite.name,
                 round(COVERAGE_BAR_W * reached / total, 1),
                 round(COVERAGE_BAR_W * replayed / total, 1),
                 f"{reached}/{total} reached, {replayed} on a replayed step",

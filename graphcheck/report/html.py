@@ -19,7 +19,7 @@ from graphcheck.report.charts import coverage_chart, step_chart
 from graphcheck.report.fmt import Omitted, sources_of
 from graphcheck.report.kinds import TITLES, kind_sections
 from graphcheck.report.localisation import BlobLinks, localisation_view
-from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
+from graphcheck.report.model import SHRINK_STATES, RunInfo, pair_suites
 from graphcheck.report.numeric_view import numeric_view
 from graphcheck.report.views import (
     OutcomeView,
@@ -30,13 +30,14 @@ from graphcheck.report.views import (
     request_rows,
     timeline,
 )
+from graphcheck.search.result import SuiteResult
 
 TEMPLATE = "index.html.j2"
 
 #: The files of a run's folder, in the order the page lists them.
 REPORT_FILES = ("index.html", "divergences.json", "scenario.json", "junit.xml")
 
-#: ``SuiteRun.shrink`` -> the pill's css class.
+#: ``SuiteResult.shrink_state`` -> the pill's css class.
 SHRINK_CSS = {
     "-": "",
     "shrunk": "ok",
@@ -76,21 +77,23 @@ def replayed_share(replayed: int, steps: int) -> str:
     return "—" if steps == 0 else f"{replayed:,} ({100 * replayed // steps} %)"
 
 
-def suite_row(run: SuiteRun, index: int | None) -> SuiteRow:
+def suite_row(run: SuiteResult, index: int | None, scenario: str | None = None) -> SuiteRow:
+    """A fuzzed suite's row; ``index``: its reported outcome's place among the outcomes, ``scenario`` its name."""
+    shrink = run.shrink_state
     return SuiteRow(
-        suite=run.suite,
+        suite=run.name,
         examples=run.examples,
         steps=run.steps,
-        graph_steps=run.graph_steps,
-        replayed_steps=run.replayed_steps,
+        graph_steps=run.coverage.graph_steps,
+        replayed_steps=run.coverage.replayed_steps,
         seconds=f"{run.elapsed_s:.2f}",
         clean=run.clean,
-        shrink="—" if run.shrink == "-" else run.shrink,
-        shrink_css=SHRINK_CSS.get(run.shrink, "amb"),
-        shrink_note=SHRINK_STATES.get(run.shrink, ""),
-        first=run.first or "—",
+        shrink="—" if shrink == "-" else shrink,
+        shrink_css=SHRINK_CSS.get(shrink, "amb"),
+        shrink_note=SHRINK_STATES.get(shrink, ""),
+        first=run.headline or "—",
         first_failure_at="—" if run.first_failure_at is None else f"{run.first_failure_at:,}",
-        scenario=run.scenario_name or "",
+        scenario=scenario or "",
         anchor="" if index is None else f"outcome-{index}",
     )
 
@@ -200,7 +203,7 @@ def run_view(
     replay: str,
     scenario_file: str,
     replay_name: str,
-    suites: Sequence[SuiteRun] = (),
+    suites: Sequence[SuiteResult] = (),
     files: Sequence[str] = REPORT_FILES,
     links: BlobLinks | None = None,
     situations: Sequence[SituationRow] = (),
@@ -219,7 +222,7 @@ def run_view(
         failure_count=sum(v.failure_count for v in views),
         ambiguous_count=sum(v.ambiguous_count for v in views),
         outcomes=views,
-        suites=[suite_row(run, index) for run, index in pairing.pairs],
+        suites=[suite_row(run, i, pairing.scenario_name(i, outcomes)) for run, i in pairing.pairs],
         other_outcomes=len(pairing.rest),
         files=list(dict.fromkeys(files)),
         situations=list(situations),
@@ -276,7 +279,7 @@ def render_html(
     replay: str,
     scenario_file: str,
     replay_name: str = "",
-    suites: Sequence[SuiteRun] = (),
+    suites: Sequence[SuiteResult] = (),
     files: Sequence[str] = REPORT_FILES,
     environ: Mapping[str, str] | None = None,
     situations: Sequence[SituationRow] = (),

@@ -18,8 +18,9 @@ from typing import Any, Sequence
 from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome, Localisation
 from graphcheck.files import write_atomic
-from graphcheck.report.model import RunInfo, SuiteRun, pair_suites
+from graphcheck.report.model import RunInfo, pair_suites
 from graphcheck.scenario import Scenario
+from graphcheck.search.result import SuiteResult
 
 FORMAT_VERSION = 2
 
@@ -85,11 +86,27 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
     }
 
 
-def suite_dict(run: SuiteRun, outcome_index: int | None) -> dict[str, Any]:
-    """One fuzzed suite, every SuiteRun field, plus ``outcome``: the index in ``outcomes`` of what it found."""
-    data = jsonable(run)
-    data["outcome"] = outcome_index
-    return data
+def suite_dict(run: SuiteResult, outcome_index: int | None, scenario_name: str | None = None) -> dict[str, Any]:
+    """One fuzzed suite's figures, plus ``outcome``: the index in ``outcomes`` of what it found, and
+    ``scenario_name``: that outcome's scenario."""
+    return jsonable(
+        {
+            "suite": run.name,
+            "examples": run.examples,
+            "steps": run.steps,
+            "elapsed_s": run.elapsed_s,
+            "clean": run.clean,
+            "shrink": run.shrink_state,
+            "first": run.headline,
+            "first_failure_at": run.first_failure_at,
+            "scenario_name": scenario_name,
+            "situations_reached": run.situations_reached,
+            "situations_replayed": run.situations_replayed,
+            "graph_steps": run.coverage.graph_steps,
+            "replayed_steps": run.coverage.replayed_steps,
+            "outcome": outcome_index,
+        }
+    )
 
 
 def run_dict(run_info: RunInfo) -> dict[str, Any]:
@@ -102,20 +119,21 @@ def run_dict(run_info: RunInfo) -> dict[str, Any]:
 
 
 def divergences_document(
-    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()
+    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteResult] = ()
 ) -> dict[str, Any]:
     clean = all(o.clean for o in outcomes) and all(s.clean for s in suites)
+    pairing = pair_suites(suites, outcomes)
     return {
         "format": FORMAT_VERSION,
         "run": run_dict(run_info),
         "verdict": "clean" if clean else "divergence",
         "outcomes": [outcome_dict(o) for o in outcomes],
-        "suites": [suite_dict(run, index) for run, index in pair_suites(suites, outcomes).pairs],
+        "suites": [suite_dict(run, i, pairing.scenario_name(i, outcomes)) for run, i in pairing.pairs],
     }
 
 
 def write_divergences(
-    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, suites: Sequence[SuiteRun] = ()
+    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, suites: Sequence[SuiteResult] = ()
 ) -> Path:
     text = json.dumps(divergences_document(outcomes, run_info, suites), indent=2, allow_nan=False)
     return write_atomic(path, text + "\n")

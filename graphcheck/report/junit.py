@@ -19,7 +19,8 @@ from typing import Sequence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.display import shown
 from graphcheck.files import safe_text, write_atomic
-from graphcheck.report.model import SHRINK_STATES, RunInfo, SuiteRun, pair_suites
+from graphcheck.report.model import SHRINK_STATES, RunInfo, pair_suites
+from graphcheck.search.result import SuiteResult
 
 #: Characters XML 1.0 does not allow, even escaped (C0 controls bar tab/newline/CR, U+FFFE/F);
 #: surrogates, which it does not allow either, are written as ``\\udXXX`` first (files.safe_text).
@@ -73,13 +74,14 @@ def _testcase(suite: ET.Element, outcome: CheckOutcome, index: int) -> None:
         out.text = xml_text(failure_text(outcome))
 
 
-def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None, run_info: RunInfo) -> bool:
-    """One fuzzed suite's testcase; returns whether it failed."""
+def _suite_case(parent: ET.Element, run: SuiteResult, outcome: CheckOutcome | None, run_info: RunInfo) -> bool:
+    """One fuzzed suite's testcase (``outcome``: its reported one); returns whether it failed."""
+    scenario = outcome.scenario.name if outcome is not None else None
     case = ET.SubElement(
         parent,
         "testcase",
         classname=xml_text(f"graphcheck.{run_info.backend}.suites"),
-        name=xml_text(run.suite),
+        name=xml_text(run.name),
         time=f"{run.elapsed_s:.3f}",
     )
     props = ET.SubElement(case, "properties")
@@ -87,8 +89,8 @@ def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None,
         "examples": str(run.examples),
         "steps": str(run.steps),
         "first_failure_at": "" if run.first_failure_at is None else str(run.first_failure_at),
-        "shrink": run.shrink,
-        "scenario": run.scenario_name or "",
+        "shrink": run.shrink_state,
+        "scenario": scenario or "",
     }
     for name, value in values.items():
         ET.SubElement(props, "property", name=name, value=xml_text(value))
@@ -96,16 +98,16 @@ def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None,
     failed = first is not None or not run.clean
     if outcome is not None and first is not None:
         failure = ET.SubElement(case, "failure", message=xml_text(first.headline()), type=first.kind)
-        failure.text = xml_text(f"{_shrink_line(run)}\n\n{failure_text(outcome)}")
+        failure.text = xml_text(f"{_shrink_line(run, scenario)}\n\n{failure_text(outcome)}")
     elif not run.clean:
-        failure = ET.SubElement(case, "failure", message=xml_text(run.first or "divergence"), type="divergence")
+        failure = ET.SubElement(case, "failure", message=xml_text(run.headline or "divergence"), type="divergence")
         why = (
             "It did not diverge when checked again."
             if outcome is not None
             else "It is not in this report (a smaller one of the same suite is, or the search kept none)."
         )
-        failure.text = xml_text(f"{_shrink_line(run)}\n{why}")
-    text = suite_summary(run)
+        failure.text = xml_text(f"{_shrink_line(run, scenario)}\n{why}")
+    text = suite_summary(run, scenario)
     if outcome is not None and first is None and outcome.ambiguous:
         text += "\n\n" + failure_text(outcome)
     out = ET.SubElement(case, "system-out")
@@ -113,21 +115,23 @@ def _suite_case(parent: ET.Element, run: SuiteRun, outcome: CheckOutcome | None,
     return failed
 
 
-def _shrink_line(run: SuiteRun) -> str:
-    scenario = f"scenario {run.scenario_name}" if run.scenario_name else "the scenario"
-    return f"{scenario}: {run.shrink} ({SHRINK_STATES.get(run.shrink, run.shrink)})"
+def _shrink_line(run: SuiteResult, scenario: str | None) -> str:
+    shrink = run.shrink_state
+    named = f"scenario {scenario}" if scenario else "the scenario"
+    return f"{named}: {shrink} ({SHRINK_STATES.get(shrink, shrink)})"
 
 
-def suite_summary(run: SuiteRun) -> str:
-    """One line about a fuzzed suite: scenarios checked, steps, seconds, where it first failed and the shrink state."""
-    text = f"suite {run.suite}: {run.examples} scenarios, {run.steps} steps, {run.elapsed_s:.3f} s, "
+def suite_summary(run: SuiteResult, scenario: str | None = None) -> str:
+    """One line about a fuzzed suite: scenarios checked, steps, seconds, where it first failed, the shrink
+    state and ``scenario``, the name of its reported outcome's scenario."""
+    text = f"suite {run.name}: {run.examples} scenarios, {run.steps} steps, {run.elapsed_s:.3f} s, "
     text += "clean" if run.clean else "divergence"
     if run.first_failure_at is not None:
         text += f", first failure at example {run.first_failure_at}"
-    if run.shrink != "-":
-        text += f", {run.shrink}"
-    if run.scenario_name:
-        text += f", scenario {run.scenario_name}"
+    if run.shrink_state != "-":
+        text += f", {run.shrink_state}"
+    if scenario:
+        text += f", scenario {scenario}"
     return text
 
 
@@ -150,7 +154,9 @@ def _properties(suite: ET.Element, run_info: RunInfo) -> None:
         ET.SubElement(props, "property", name=name, value=xml_text(value))
 
 
-def junit_tree(outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteRun] = ()) -> ET.ElementTree:
+def junit_tree(
+    outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequence[SuiteResult] = ()
+) -> ET.ElementTree:
     pairing = pair_suites(suites, outcomes)
     suite = ET.Element(
         "testsuite",
@@ -175,7 +181,7 @@ def junit_tree(outcomes: Sequence[CheckOutcome], run_info: RunInfo, suites: Sequ
 
 
 def write_junit(
-    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, *, suites: Sequence[SuiteRun] = ()
+    outcomes: Sequence[CheckOutcome], path: Path, run_info: RunInfo, *, suites: Sequence[SuiteResult] = ()
 ) -> Path:
     """Write junit.xml for CI (also behind ``graphcheck run --junit FILE``), atomically."""
     path = Path(path)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from graphcheck.check.records import CheckOutcome, replay_command_line
+from graphcheck.search.result import SuiteResult
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class RunInfo:
     emulator: str = "kernel"  # --emulator: the CPU graph emulator (divergences.json records it only when "ops")
 
 
-#: ``SuiteRun.shrink``: what became of the divergence a suite's search found.
+#: ``SuiteResult.shrink_state``: what became of the divergence a suite's search found.
 SHRINK_STATES: dict[str, str] = {
     "-": "nothing found, nothing to shrink",
     "shrunk": "shrunk to a minimal scenario",
@@ -41,46 +42,27 @@ SHRINK_STATES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class SuiteRun:
-    """What fuzzing one suite did (``graphcheck.search.fuzz.FuzzResult``, as the report needs it).
-
-    ``scenario_name`` names the failing outcome (passed to the report among its
-    outcomes) that this search found, when it found one; the report shows that
-    outcome as this suite's result rather than as a scenario of its own.
-    """
-
-    suite: str
-    examples: int  # lockstep runs, shrinking included
-    steps: int  # engine steps over all examples
-    elapsed_s: float
-    clean: bool
-    shrink: str = "-"  # a key of SHRINK_STATES
-    first: str | None = None  # the first divergence's headline
-    first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
-    scenario_name: str | None = None
-    situations_reached: int | None = None  # situations its scenarios reached (None: not counted)
-    situations_replayed: int | None = None  # of them, reached on a replayed step
-    graph_steps: int = 0  # the graph engine's steps over all examples
-    replayed_steps: int = 0  # of them, the steps that replayed a captured graph
-
-
-@dataclass(frozen=True)
 class SuitePairing:
-    """Each SuiteRun with the index of its failing outcome (or None), and the outcomes no suite claimed."""
+    """Each fuzzed suite's result with the index of its reported outcome (or None), and the outcomes no suite claimed."""
 
-    pairs: list[tuple[SuiteRun, int | None]]
+    pairs: list[tuple[SuiteResult, int | None]]
     rest: list[int]
 
+    def scenario_name(self, index: int | None, outcomes: Sequence[CheckOutcome]) -> str | None:
+        """The scenario name of a suite's reported outcome (``index`` from ``pairs``), None without one."""
+        return None if index is None else outcomes[index].scenario.name
 
-def pair_suites(suites: Sequence[SuiteRun], outcomes: Sequence[CheckOutcome]) -> SuitePairing:
-    """Match every SuiteRun's ``scenario_name`` to the first unclaimed outcome of that scenario name."""
+
+def pair_suites(suites: Sequence[SuiteResult], outcomes: Sequence[CheckOutcome]) -> SuitePairing:
+    """Match every fuzzed suite's reported outcome to its place in ``outcomes`` (the same object); the demo
+    scenarios' result (``builtin``) is no suite of the report: its outcomes are the report's own."""
     claimed: set[int] = set()
-    pairs: list[tuple[SuiteRun, int | None]] = []
+    pairs: list[tuple[SuiteResult, int | None]] = []
     for run in suites:
-        index = None
-        if run.scenario_name is not None:
-            free = (i for i, o in enumerate(outcomes) if i not in claimed and o.scenario.name == run.scenario_name)
-            index = next(free, None)
+        if run.builtin:
+            continue
+        found = run.outcome if run.reported else None
+        index = next((i for i, o in enumerate(outcomes) if i not in claimed and o is found), None)
         if index is not None:
             claimed.add(index)
         pairs.append((run, index))

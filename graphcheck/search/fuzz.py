@@ -50,6 +50,7 @@ from graphcheck.search.collector import fewer_collections
 from graphcheck.search.database import KeyedDatabase
 from graphcheck.search.determinism import seed_only
 from graphcheck.search.history import NeedsHistory, shrink_history
+from graphcheck.search.result import SuiteResult, shrink_state
 
 ExampleHook = Callable[[Scenario, CheckOutcome], None]
 
@@ -69,34 +70,13 @@ class SearchProgress:
 ProgressHook = Callable[[SearchProgress], None]
 
 
-@dataclass(frozen=True)
-class FuzzResult:
-    """What fuzzing one suite found: the shrunk failing outcome, or None when clean."""
-
-    suite: str
-    examples: int  # lockstep runs, shrinking included
-    steps: int  # engine steps run, over all examples
-    outcome: CheckOutcome | None
-    elapsed_s: float
-    first_failure_at: int | None = None  # the Hypothesis example (as --examples counts) of the first divergence
-    interrupted: bool = False  # Ctrl-C ended the search; ``outcome`` is the smallest diverging scenario seen
-    ambiguous_examples: int = 0  # examples with an ambiguous divergence (a near tie), failing or not
-    coverage: CoverageTally = dataclasses.field(default_factory=CoverageTally)  # situations the examples hit
-    numeric: NumericTally = dataclasses.field(default_factory=NumericTally)  # a float model's noise and band
-
-    @property
-    def shrink_state(self) -> str:
-        """``-`` (nothing found), ``shrunk``, ``unshrunk: device lost`` or ``interrupted``."""
-        return "-" if self.outcome is None else shrink_state(self.outcome, interrupted=self.interrupted)
-
-
 class SearchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a search; ``result`` is what it had found (the smallest diverging scenario seen, or none).
 
     A KeyboardInterrupt, so whoever does not look for it still stops.
     """
 
-    def __init__(self, result: FuzzResult) -> None:
+    def __init__(self, result: SuiteResult) -> None:
         super().__init__()
         self.result = result
 
@@ -110,7 +90,7 @@ def _where(outcome: CheckOutcome | None) -> str | None:
 
 def write_fuzz_summary(
     path: Path,
-    results: Sequence[FuzzResult],
+    results: Sequence[SuiteResult],
     *,
     involved: Iterable[str] = (),
     applicable: Applicability | None = None,
@@ -131,7 +111,7 @@ def write_fuzz_summary(
     situations the engine can reach; ``situations_left_out`` names the others, each with why."""
     entries = [
         {
-            "suite": r.suite,
+            "suite": r.name,
             "examples": r.examples,
             "steps": r.steps,
             "graph_steps": r.coverage.graph_steps,
@@ -139,8 +119,8 @@ def write_fuzz_summary(
             "elapsed_s": round(r.elapsed_s, 3),
             "first_failure_at": r.first_failure_at,
             "ambiguous_examples": r.ambiguous_examples,
-            "clean": r.outcome is None or r.outcome.clean,
-            "first": r.outcome.first.headline() if r.outcome is not None and r.outcome.first else None,
+            "clean": r.clean,
+            "first": r.headline,
             "where": _where(r.outcome),
             "situations": dict(sorted(r.coverage.hits.items())),
             "situations_replayed": dict(sorted(r.coverage.replayed.items())),
@@ -184,18 +164,6 @@ class DeviceLost(BaseException):
 def scenario_size(scenario: Scenario) -> tuple[int, int]:
     """(requests, steps): how shrinking measures a scenario, smaller first."""
     return len(scenario.requests), scenario.num_steps
-
-
-def shrink_state(outcome: CheckOutcome, *, interrupted: bool = False) -> str:
-    """How far a found scenario was shrunk: ``unshrunk: device lost``, ``unshrunk: engine aborted``,
-    ``interrupted`` (Ctrl-C) or ``shrunk``."""
-    if outcome.device_error is not None:
-        return "unshrunk: device lost"
-    if outcome.engine_error is not None:
-        return "unshrunk: engine aborted"
-    if outcome.hung is not None:
-        return "unshrunk: engine hung"
-    return "interrupted" if interrupted else "shrunk"
 
 
 def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False) -> bool:
@@ -359,7 +327,7 @@ def fuzz_suite(
     database_key: bytes | None = None,
     per_config: int = DEFAULT_PER_CONFIG,
     pool: EnginePool | None | Literal["new"] = "new",
-) -> FuzzResult:
+) -> SuiteResult:
     """Search ``strategy`` for a scenario ``checker`` finds diverging; shrink it if found.
 
     ``strategy`` draws scenarios as the checker runs them (``Checker.strategy``
@@ -384,7 +352,7 @@ def fuzz_suite(
     if per_config < 1:
         raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
     checker = checker.with_pool(EnginePool() if pool == "new" else pool)
-    search = _Search(name, checker, pending_path, examples * per_config, on_example, on_progress)
+    search = _Search(name, seed, checker, pending_path, examples * per_config, on_example, on_progress)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -450,13 +418,14 @@ class _Search:
     def __init__(
         self,
         name: str,
+        seed: int,
         checker: Checker,
         pending_path: Path,
         budget: int,
         on_example: ExampleHook | None,
         on_progress: ProgressHook | None,
     ) -> None:
-        self.name, self.checker, self.pending_path = name, checker, pending_path
+        self.name, self.seed, self.checker, self.pending_path = name, seed, checker, pending_path
         self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
         self.started = time.perf_counter()
         self.examples = self.steps = self.ambiguous_examples = 0
@@ -556,15 +525,16 @@ class _Search:
         smallest = scenario_size(self.smallest.scenario) if self.smallest is not None else None
         return SearchProgress(self.name, self.examples, self.steps, self.budget, self.smallest is not None, smallest)
 
-    def result(self, outcome: CheckOutcome | None, *, interrupted: bool = False) -> FuzzResult:
+    def result(self, outcome: CheckOutcome | None, *, interrupted: bool = False) -> SuiteResult:
         elapsed = time.perf_counter() - self.started
         at = self.first_failure_at if outcome is not None else None
-        return FuzzResult(
+        return SuiteResult(
             self.name,
+            self.seed,
             self.examples,
             self.steps,
-            outcome,
             elapsed,
+            (outcome,) if outcome is not None else (),
             at,
             interrupted,
             self.ambiguous_examples,

@@ -1,15 +1,23 @@
-"""One seed's run over the suites, as ``graphcheck run -j 1`` makes it.
+"""The suite runner: one plan's suites at its seed, then its demo scenarios; ``-j 1`` and every ``-j N`` job.
 
-Each suite is fuzzed in its order with the same examples and seed; the run
-stops at the first suite that diverges (unless ``keep_going``, and always when
-the device was lost). Then, when no suite diverged (or with ``keep_going``),
-the built-in demo scenarios are checked once each. ``graphcheck run`` and
-``graphcheck catalog --seeds`` both run this, so the catalog measures what a
-run at that seed would catch.
+Each suite is fuzzed in its order with the plan's examples and seed; the run stops
+at the first suite that diverges (unless ``keep_going``, and always when the device
+was lost). Then, when the plan has demos and no suite diverged (or with
+``keep_going``), the built-in demo scenarios are checked once each. ``graphcheck
+run -j 1`` runs its whole plan through one :class:`SuiteRunner`; ``-j N`` runs one
+per job in its workers (the plan narrowed by ``RunPlan.for_job``); ``graphcheck
+catalog --seeds`` runs one per fault and seed, so the catalog measures what a run
+at that seed would catch. Each suite (and the demo scenarios) makes one
+:class:`~graphcheck.search.result.SuiteResult`.
+
+An error that is not a finding (an engine that breaks the adapter protocol, one that
+aborts outside a lockstep run, the memory limit) ends the run as it is raised;
+:func:`run_job` records it in the job's result instead, for the parent to raise again.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -17,71 +25,23 @@ from typing import Callable, Sequence
 from hypothesis.database import ExampleDatabase
 
 from graphcheck.check.checker import Checker
+from graphcheck.check.memory_gate import MemoryLimitError
 from graphcheck.check.records import CheckOutcome
+from graphcheck.errors import GraphcheckError
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import database_key
-from graphcheck.search.fuzz import ExampleHook, FuzzResult, ProgressHook, fuzz_suite, label_found, write_pending
+from graphcheck.search.fuzz import ExampleHook, ProgressHook, SearchInterrupted, fuzz_suite, label_found, write_pending
+from graphcheck.search.plan import ResolvedPlan, RunPlan
+from graphcheck.search.result import BUILTIN, Stop, SuiteResult
 from graphcheck.search.suite_registry import Suite
 
-#: examples per suite of ``graphcheck run --profile`` (the test suite's profiles are pytest_plugin.TEST_PROFILE_EXAMPLES)
-RUN_PROFILE_EXAMPLES = {"ci": 8, "dev": 20, "thorough": 200}
-#: steps of the built-in demo scenarios (``graphcheck run --steps``)
-DEFAULT_DEMO_STEPS = 20
-
 
 @dataclass(frozen=True)
-class SuiteRunSpec:
-    """What one run over the suites checks, and how."""
-
-    checker: Checker  # backend, engine, setup and faults
-    suites: Sequence[Suite]
-    examples: int  # per suite
-    seed: int
-    pending_path: Path  # the scenario about to run, on disk before the engine sees it
-    database: ExampleDatabase | None = None
-    keep_going: bool = False
-    demo_steps: int = DEFAULT_DEMO_STEPS
-    localise_demos: bool = True  # where a diverging demo scenario began; detection does not depend on it
-
-
-@dataclass(frozen=True)
-class SkippedSuite:
-    """A suite not run: the engine lacks a capability it needs (``Suite.requires``)."""
-
-    suite: str
-    reason: str
-
-
-def skip_reason(checker: Checker, suite: Suite) -> SkippedSuite | None:
-    """Why ``suite`` cannot run on the checker's engine, or None when it can."""
-    from graphcheck.capabilities import REQUIREMENTS
-
-    missing = checker.missing_for(suite.requires)
-    if not missing:
-        return None
-    needs = "; ".join(f"{name} ({REQUIREMENTS[name]})" for name in missing)
-    return SkippedSuite(suite.name, f"engine {checker.engine.spec} does not declare {needs}")
-
-
-def runnable_suites(checker: Checker, suites: Sequence[Suite]) -> tuple[list[Suite], list[SkippedSuite]]:
-    """``suites`` split into those the checker's engine can run and those it cannot (with the reason)."""
-    run: list[Suite] = []
-    skipped: list[SkippedSuite] = []
-    for suite in suites:
-        reason = skip_reason(checker, suite)
-        if reason is None:
-            run.append(suite)
-        else:
-            skipped.append(reason)
-    return run, skipped
-
-
-@dataclass(frozen=True)
-class SuiteRunHooks:
+class RunHooks:
     """Callbacks of a run; each may be None."""
 
     start_suite: Callable[[str, int], None] | None = None  # (suite, examples)
-    end_suite: Callable[[FuzzResult], None] | None = None
+    end_suite: Callable[[SuiteResult], None] | None = None
     on_example: ExampleHook | None = None  # every lockstep run of a search, shrink attempts included
     on_progress: ProgressHook | None = None
     on_demo: ExampleHook | None = None  # every demo scenario checked
@@ -89,75 +49,112 @@ class SuiteRunHooks:
 
 
 @dataclass
-class SuiteRun:
-    """A run over the suites; ``outcomes`` and ``fuzzed`` hold what it found so far, even when it raised."""
+class SuiteRunner:
+    """A run over ``suites`` (the plan's, resolved); ``results`` holds what it found so far, even when it raised."""
 
-    spec: SuiteRunSpec
-    hooks: SuiteRunHooks = SuiteRunHooks()
-    outcomes: list[CheckOutcome] = field(default_factory=list)
-    fuzzed: list[FuzzResult] = field(default_factory=list)
+    plan: RunPlan
+    checker: Checker
+    suites: Sequence[Suite]
+    pending: Path  # the scenario about to run, on disk before the engine sees it
+    hooks: RunHooks = RunHooks()
+    database: ExampleDatabase | None = None
+    results: list[SuiteResult] = field(default_factory=list)
 
-    def run(self) -> None:
+    @classmethod
+    def of(
+        cls,
+        resolved: ResolvedPlan,
+        pending: Path,
+        hooks: RunHooks | None = None,
+        database: ExampleDatabase | None = None,
+    ) -> SuiteRunner:
+        return cls(resolved.plan, resolved.checker, resolved.suites, pending, hooks or RunHooks(), database)
+
+    def run(self) -> list[SuiteResult]:
         """Suites first (a divergence comes back shrunk), then the demo scenarios; see the module docstring.
 
-        A Ctrl-C inside a search raises ``graphcheck.search.fuzz.SearchInterrupted``, not yet in ``fuzzed``.
+        A Ctrl-C inside a search raises ``SearchInterrupted``, its result (labelled ``interrupted``)
+        already in ``results``; the memory gate's refusal names the file its scenario is kept in.
         """
-        for suite in self.spec.suites:
-            if self._fuzz(suite):
-                break
-        if self.spec.keep_going or not self.outcomes:
-            self._demos()
+        try:
+            for suite in self.suites:
+                if self._fuzz(suite):
+                    break
+            if self.plan.demos and (self.plan.keep_going or not any(r.outcomes for r in self.results)):
+                self._demos()
+        except SearchInterrupted as stop:
+            if stop.result.outcome is not None:
+                label_found(stop.result.outcome, stop.result.suite, interrupted=True)
+            self.results.append(stop.result)
+            raise
+        except MemoryLimitError as refused:  # the gate's refusal is the run's end; its scenario stays on disk
+            raise refused.kept(self.pending if self.pending.is_file() else None) from None
+        return self.results
 
     def _fuzz(self, suite: Suite) -> bool:
         """Fuzz one suite; whether the run stops here."""
-        spec, hooks = self.spec, self.hooks
+        plan, hooks, checker = self.plan, self.hooks, self.checker
         if hooks.start_suite is not None:
-            hooks.start_suite(suite.name, spec.examples)
-        checker = spec.checker
+            hooks.start_suite(suite.name, plan.examples)
         result = fuzz_suite(
             suite.name,
             checker.strategy(suite.strategy()),
             checker,
-            examples=spec.examples,
-            seed=spec.seed,
-            pending_path=spec.pending_path,
+            examples=plan.examples,
+            seed=plan.seed,
+            pending_path=self.pending,
             on_example=hooks.on_example,
             on_progress=hooks.on_progress,
-            database=spec.database,
+            database=self.database,
             database_key=database_key(suite.name, checker),
         )
-        self.fuzzed.append(result)
+        self.results.append(result)
         if hooks.end_suite is not None:
             hooks.end_suite(result)
         if result.outcome is None:
             return False
         lost = label_found(result.outcome, suite.name)
-        self.outcomes.append(result.outcome)
         if lost and hooks.device_lost is not None:
             hooks.device_lost(result.outcome)
-        return lost or not spec.keep_going
+        return lost or not plan.keep_going
 
     def _demos(self) -> None:
-        """The built-in demo scenarios: a fixed smoke check of every verify mode."""
-        spec = self.spec
-        for scenario in builtin_scenarios(spec.demo_steps):
-            scenario = spec.checker.prepare(scenario)
-            write_pending(spec.pending_path, scenario)
-            outcome = spec.checker.run(scenario, localise=spec.localise_demos)
-            if self.hooks.on_demo is not None:
-                self.hooks.on_demo(scenario, outcome)
-            self.outcomes.append(outcome)
-            if outcome.engine_error is not None or outcome.hung is not None:  # nothing more runs on this engine
-                return
+        """The built-in demo scenarios: a fixed smoke check of every verify mode (one result, even when stopped)."""
+        outcomes: list[CheckOutcome] = []
+        started = time.perf_counter()
+        try:
+            for scenario in builtin_scenarios(self.plan.demo_steps):
+                scenario = self.checker.prepare(scenario)
+                write_pending(self.pending, scenario)
+                outcome = self.checker.run(scenario, localise=self.plan.localise_demos)
+                if self.hooks.on_demo is not None:
+                    self.hooks.on_demo(scenario, outcome)
+                outcomes.append(outcome)
+                if outcome.engine_error is not None or outcome.hung is not None:  # nothing more runs on this engine
+                    return
+        finally:
+            if outcomes:
+                self.results.append(demo_result(outcomes, self.plan.seed, time.perf_counter() - started))
 
 
-__all__ = [
-    "DEFAULT_DEMO_STEPS",
-    "RUN_PROFILE_EXAMPLES",
-    "SkippedSuite",
-    "SuiteRun",
-    "SuiteRunHooks",
-    "SuiteRunSpec",
-    "runnable_suites",
-    "skip_reason",
-]
+def demo_result(outcomes: Sequence[CheckOutcome], seed: int = 0, elapsed_s: float = 0.0) -> SuiteResult:
+    """The demo scenarios' result: every one's outcome."""
+    steps = sum(o.steps_run for o in outcomes)
+    return SuiteResult(BUILTIN, seed, len(outcomes), steps, elapsed_s, tuple(outcomes))
+
+
+def run_plan(
+    resolved: ResolvedPlan, pending: Path, hooks: RunHooks | None = None, database: ExampleDatabase | None = None
+) -> list[SuiteResult]:
+    """Run a (job's) plan to its end; an error that is not a finding ends it as the last result's ``stop``
+    (what a ``-j N`` worker sends back): the parent raises it again, so ``-j 1`` and ``-j N`` end alike."""
+    runner = SuiteRunner.of(resolved, pending, hooks, database)
+    try:
+        runner.run()
+    except GraphcheckError as err:
+        suite = resolved.plan.suites[len(runner.results)] if len(runner.results) < len(resolved.suites) else BUILTIN
+        runner.results.append(SuiteResult(suite, resolved.plan.seed, stop=Stop.of(err)))
+    return runner.results
+
+
+__all__ = ["RunHooks", "SuiteRunner", "demo_result", "run_plan"]
