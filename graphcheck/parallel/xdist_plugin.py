@@ -77,7 +77,7 @@ class _ResultWriter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         texts = [value for name, value in report.user_properties if name == RESULT_PROPERTY]
         if texts and report.when == "call":
-            result = result_from_json(texts[-1])
+            result = result_from_json(str(texts[-1]))
         elif report.failed and report.when in ("setup", "call", "???"):  # "???": xdist's report of a dead worker
             job = self.by_id.get(report.nodeid.rpartition("[")[2].rstrip("]"))
             if job is None:

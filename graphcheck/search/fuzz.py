@@ -292,6 +292,8 @@ def find_diverging(
 
     if config.database is not None:
         # Hypothesis keys examples on this function's source, the same for every search: prefix it.
+        if database_key is None:
+            raise ValueError("a search with an example database needs a database_key")
         config = settings(config, database=KeyedDatabase(config.database, database_key))
     test: Any = given(strategy)(search)
     # @seed also sets database=None; the settings applied after it put the database back.
@@ -364,6 +366,7 @@ def fuzz_suite(
         print_blob=False,
         phases=((Phase.reuse,) if database is not None else ()) + (Phase.generate, Phase.shrink),
     )
+    judge: Callable[[Any], Scenario | None]
     if per_config == 1:
         drawn, judge = strategy, search.judge
     else:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import Flaky, NoSuchExample, Unsatisfiable
 
+from graphcheck.check.diff import Divergence
 from graphcheck.check.records import CheckOutcome
 from graphcheck.scenario import Scenario
 from graphcheck.search.fuzz import DeviceLost, scenario_size, write_pending
@@ -43,11 +44,17 @@ class Detection:
 
     @property
     def kind(self) -> str:
-        return self.outcome.first.kind
+        return self._first.kind
 
     @property
     def headline(self) -> str:
-        return self.outcome.first.headline()
+        return self._first.headline()
+
+    @property
+    def _first(self) -> Divergence:
+        first = self.outcome.first
+        assert first is not None, "a detection is made of a diverging outcome"
+        return first
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,7 @@ class _Tracker:
             return
         self.shrink_examples += 1
         # Ties go to the later scenario: Hypothesis only ever moves to simpler ones.
+        assert self.best is not None  # set with the detection
         if not outcome.clean and scenario_size(outcome.scenario) <= scenario_size(self.best.scenario):
             self.best = outcome
 
@@ -198,6 +206,7 @@ def _result(tracker: _Tracker, started: float) -> SearchResult:
     if det is None:
         return SearchResult(tuple(tracker.suites), tracker.examples, tracker.clock() - started, None, None)
     shrink_seconds = tracker.clock() - tracker.shrink_started
+    assert tracker.best is not None  # set with the detection
     shrunk = Shrunk(tracker.best, tracker.shrink_examples, shrink_seconds, complete=not tracker.cut)
     return SearchResult(tuple(tracker.suites), tracker.examples, det.seconds, det, shrunk)
 
