@@ -18,7 +18,7 @@ import json
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.numeric import relative_difference, tolerance_for
 from graphcheck.check.setup import CheckSetup

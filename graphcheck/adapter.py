@@ -20,9 +20,9 @@ EngineFactory          the ``Engine`` class itself
 EngineAdapter          ``Engine``
 StepReport             ``graphcheck.backends.engine.engine.StepInfo``
 CaptureBucket          ``graphcheck.backends.engine.engine.BucketGraphs``
-CapturedGraph          ``graphcheck.backends.graphs.base.Graph``
-GraphInput             ``graphcheck.backends.graphs.base.StaticInput``
-RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
+CapturedGraph          ``graphcheck.capture.base.Graph``
+GraphInput             ``graphcheck.capture.base.StaticInput``
+RunnerInfo             ``graphcheck.capture.base.GraphRunner``
 SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
 StateSnapshots         ``Engine.state_snapshot`` (optional protocol)
 Resettable             ``Engine.reset`` (optional protocol)
@@ -106,7 +106,7 @@ from graphcheck.state import EngineState
 from graphcheck.step_result import StepResult
 
 if TYPE_CHECKING:
-    from graphcheck.backends.devices import Device
+    from graphcheck.capture.devices import Device
 
 
 @runtime_checkable
@@ -401,7 +401,7 @@ class EngineFactory(Protocol):
     the reference decodes with (``graphcheck.reference.make_weights(config)``: a
     ``graphcheck.reference.weights.Weights`` of read-only int64 NumPy arrays named as in
     reference/README.md §1); ``device`` the resolved backend
-    (``graphcheck.backends.devices.Device``: framework, device string, graph runner
+    (``graphcheck.capture.devices.Device``: framework, device string, graph runner
     factory); ``use_graphs`` False for the eager engine and True for the graph
     engine, which captures its graphs before returning (a failure there is
     reported as a capture divergence); ``faults`` the injected fault names

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import check_scenario
 from graphcheck.check.lockstep import Lockstep, expected_bucket
 from graphcheck.search.builtin import demo_scenario

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.buffers import SLOT_IDLE
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.check.engines import engine_from_factory
 from graphcheck.check.lockstep import Lockstep, supports_snapshots

@@ -40,7 +40,7 @@ from graphcheck.errors import DivergenceError
 from graphcheck.scenario import Scenario
 
 if TYPE_CHECKING:
-    from graphcheck.backends.devices import Device
+    from graphcheck.capture.devices import Device
 
 
 @functools.cache

@@ -87,7 +87,7 @@ def _policy(first: Divergence) -> Localisation:
 
 
 def _cuda_emulated() -> bool:
-    from graphcheck.backends.graphs import cuda_emulation
+    from graphcheck.capture import cuda_emulation
 
     return cuda_emulation.active()
 
@@ -96,7 +96,7 @@ class _Run:
     """The scenario re-run up to step ``t`` with both engines traced (construction and step ``t``)."""
 
     def __init__(self, scenario: Scenario, backend: Any, faults: Sequence[str], factory: EngineFactory) -> None:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
         from graphcheck.reference import make_weights
 
         self.scenario = scenario
@@ -131,12 +131,12 @@ class _Run:
         replay aten ops, so the eager calls must be aten ops too for the two to align)."""
         if not self.op_level:
             return self.traces[name]
-        from graphcheck.backends.graphs.op_trace import OpLevelTracer
+        from graphcheck.capture.op_trace import OpLevelTracer
 
         return OpLevelTracer(self.traces[name])
 
     def step(self, t: int, *, traced: bool) -> None:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
 
         for name, engine in self.engines.items():
             trace = self.traces[name]
@@ -314,9 +314,9 @@ def localise(
         return _from_traceback(outcome, first)
     if first.kind == "shape" and (first.tensor in _POLICY_TENSORS or first.tensor.startswith(_POLICY_PREFIXES)):
         return _policy(first)
-    from graphcheck.backends.engine import Engine
+    from graphcheck.check.engines import builtin_factory
 
-    factory = engine_factory or Engine
+    factory = engine_factory or builtin_factory()
     run = _Run(outcome.scenario, backend, faults, factory)
     t = first.step
     for s in range(t):

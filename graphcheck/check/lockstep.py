@@ -13,7 +13,7 @@ The harness talks to engines only through the protocol of
 ``submit``/``abort``/``step``, ``last_step_info``, ``graphs``,
 ``buffer_tensors()``, ``memory_bytes()``, ``runner.name``, ``sizes.slots``);
 the built-in engine is its worked example (docs/adapters.md). torch and paddle
-are imported only through ``backends``.
+are imported only through the engines and ``graphcheck.capture``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from graphcheck.check.bucket_check import (
     policy_values,
 )
 from graphcheck.check.diff import Divergence, diff_steps
-from graphcheck.check.engines import EngineSpecError, require_adapter
+from graphcheck.check.engines import EngineSpecError, builtin_factory, require_adapter
 from graphcheck.check.guarded import build_guarded, engine_type
 from graphcheck.check.memory_gate import admit
 from graphcheck.check.noise import DRIFT_STEPS, NumericTrace, calibration_for
@@ -170,10 +170,9 @@ class Lockstep:
         engine that lacks a member of the adapter protocol raises EngineSpecError
         (not a finding: nothing can be checked).
         """
-        from graphcheck.backends.engine import Engine
         from graphcheck.reference import make_weights
 
-        factory = engine_factory or Engine
+        factory = engine_factory or builtin_factory()
         self._estimate = admit(scenario, factory)  # MemoryLimitError before anything is built
         self.scenario = scenario
         self.timings = timings
@@ -774,14 +773,12 @@ _LIBRARIES = frozenset({"torch", "torch_npu", "paddle", "numpy", "hypothesis", "
 
 
 def _harness_dirs() -> tuple[str, ...]:
-    """Folders of the harness, the graph runners and the array facade: not the engine's own code."""
-    import importlib.util
+    """Folders of the harness, the graph runners and what engines declare machinery (the built-in
+    engine's array facade: ``graphcheck.capture.sites.add_machinery``): not the engine's own code."""
+    from graphcheck.capture.sites import machinery_folders
 
-    found = [str(Path(__file__).resolve().parent)]
-    for name in ("graphcheck.backends.graphs", "graphcheck.backends.xp"):
-        spec = importlib.util.find_spec(name)
-        found += [str(Path(p).resolve()) for p in (spec.submodule_search_locations or [])] if spec else []
-    return tuple(found)
+    folders = (Path(__file__).resolve().parent, *(Path(p).resolve() for p in machinery_folders()))
+    return tuple(str(p) for p in folders)
 
 
 def engine_frame(exc: BaseException) -> tuple[str, str, int] | None:

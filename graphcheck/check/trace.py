@@ -143,7 +143,7 @@ def _source_of_code(code: Any) -> tuple[str | None, int | None]:
 def source_of(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
     """The file and first line of ``fn``'s definition (its first decorator), where Python can tell.
 
-    A recorded op (``__graphcheck_site__``, an ``OpSite``: see ``backends.graphs.op_graphs.op_call``)
+    A recorded op (``__graphcheck_site__``, an ``OpSite``: see ``graphcheck.capture.op_graphs.op_call``)
     gives the engine's line that issued it instead."""
     site = getattr(fn, "__graphcheck_site__", None)
     if site is not None:
@@ -236,7 +236,7 @@ class KernelTrace:
 
     # ------------------------------------------------------------------ KernelTracer
     def trace_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, *, graph: str | None) -> Any:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
 
         opaque = getattr(fn, "__self__", None) is not None and not args and not kwargs and graph is not None
         name = graph if opaque else getattr(fn, "__qualname__", repr(fn))
