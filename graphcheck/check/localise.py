@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphcheck.adapter import EngineFactory, captured_graphs, input_label
+from graphcheck.adapter import EngineFactory, captured_graphs, engine_extras, graph_extras, input_label
 from graphcheck.check import boundary
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import (
@@ -117,7 +117,7 @@ class _Run:
     def _run_through(self, earlier: Scenario) -> None:
         """Run ``earlier`` to its end on both engines (drain steps included), then reset them."""
         for engine in self.engines.values():
-            depth = getattr(engine, "pipeline_depth", 0)
+            depth = engine_extras(engine).pipeline_depth
             for t in range(earlier.num_steps + depth):
                 if t >= earlier.num_steps:
                     engine.drain(t)
@@ -233,7 +233,8 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
     pointers = _stale_pointers(engine, first.tensor)
     status = "freed" if first.actual is None else "rebound"
     for _, _, graph in captured_graphs(engine):
-        calls = getattr(graph, "kernel_calls", None)
+        extras = graph_extras(graph)
+        calls = extras.kernel_calls
         if calls is None:
             continue
         for fn, args, kwargs in calls():
@@ -249,7 +250,7 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
                     argument=path,
                     buffer=None if first.tensor.startswith("<") else first.tensor,
                     position=f"step {first.step}",
-                    where=f"inside {getattr(graph, 'label', 'a graph')}",
+                    where=f"inside {extras.label}",
                     expected=first.expected,
                     actual=first.actual,
                     source_file=relative_path(source),

@@ -25,7 +25,15 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Sequence, TypeAlias
 
-from graphcheck.adapter import EngineAdapter, EngineFactory, captured_graphs, input_label
+from graphcheck.adapter import (
+    EngineAdapter,
+    EngineFactory,
+    captured_graphs,
+    engine_extras,
+    graph_extras,
+    input_label,
+    report_extras,
+)
 from graphcheck.capabilities import EngineCapabilities
 from graphcheck.check.boundary import EngineAborted, call, raised_in
 from graphcheck.check.bucket_check import (
@@ -577,12 +585,10 @@ class Lockstep:
 
     def _declared_buckets(self, rec: StepRecord) -> list[Divergence]:
         """The engine's own padding policy (``graphcheck.buckets``), recomputed from the real sizes it reports."""
-        info, policy = self.graph.last_step_info, self.capabilities.buckets
-        values = policy_values(
-            self.scenario.config.engine_options, getattr(info, "limits", None), self.capabilities.options
-        )
+        report, policy = report_extras(self.graph.last_step_info), self.capabilities.buckets
+        values = policy_values(self.scenario.config.engine_options, report.limits, self.capabilities.options)
         found: list[Divergence] = []
-        tokens = getattr(self.graph.sizes, "tokens", None)
+        tokens = engine_extras(self.graph, sizes=True).tokens
         if tokens is not None and rec.padded_tokens > tokens:
             found.append(
                 Divergence(
@@ -590,12 +596,13 @@ class Lockstep:
                 )
             )
         if rec.bucket is None:
-            return found + check_unused_graph(policy, rec.step, info, self.graph.graphs, values)
-        found += check_padding(policy, rec.step, info, values)
+            return found + check_unused_graph(policy, rec.step, report, self.graph.graphs, values)
+        found += check_padding(policy, rec.step, report, values)
         graphs = self.graph.graphs
         if rec.bucket in graphs:
-            found += check_host_values(rec.step, info, graphs[rec.bucket].target, _graph_label("target", rec.bucket))
-        found += check_graph_count(policy, rec.step, len(graphs), values, getattr(info, "graph_sets", 1))
+            target = graph_extras(graphs[rec.bucket].target)
+            found += check_host_values(rec.step, report, target, _graph_label("target", rec.bucket))
+        found += check_graph_count(policy, rec.step, len(graphs), values, report.graph_sets)
         return found
 
     def _capture_size_buckets(self, rec: StepRecord) -> list[Divergence]:
