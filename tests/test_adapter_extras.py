@@ -149,3 +149,28 @@ def test_the_built_in_engine_has_the_optional_engine_members_and_none_of_the_rep
     assert found.snapshots and found.resettable and found.model_report is not None and found.pipeline_depth == 0
     assert factory_extras(builtin_factory()).memory_estimate is not None
     assert report_extras(engine.last_step_info) == ReportExtras()
+
+
+def _optional_member_names() -> set[str]:
+    records = (ReportExtras, EngineExtras, FactoryExtras, GraphExtras)
+    return {f.name for record in records for f in dataclasses.fields(record)} | {"drain"}
+
+
+def test_graphcheck_check_reads_no_optional_member_but_through_the_records() -> None:
+    """graphcheck/check/ probes no optional engine, factory, report or graph member with getattr /
+    hasattr: graphcheck.adapter's *_extras functions read them, once, into typed records."""
+    import ast
+    from pathlib import Path
+
+    names = _optional_member_names()
+    root = Path(__file__).resolve().parent.parent / "graphcheck" / "check"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            if node.func.id in ("getattr", "hasattr") and len(node.args) > 1:
+                name = node.args[1]
+                if isinstance(name, ast.Constant) and name.value in names:
+                    found.append(f"{path.name}:{node.lineno} {node.func.id}(..., {name.value!r})")
+    assert not found, found

@@ -142,7 +142,7 @@ class _Run:
             trace = self.traces[name]
             trace.start_phase(f"step {t}")
             with kernels.tracing(self.tracer(name)) if traced else nullcontext():
-                if t >= self.scenario.num_steps:  # a pipelined engine's drain step (Lockstep._drain)
+                if t >= self.scenario.num_steps:  # a pipelined engine's drain step (Lockstep._run)
                     engine.drain(t)
                     continue
                 apply_events(engine, self.scenario, t)

@@ -241,7 +241,7 @@ def _probe_run(factory: Callable[..., Any], backend: Any, scenario: Scenario, we
         apply_events(engine, scenario, t)
         take(engine.step(t, scenario.accept_overrides_at(t)))
     for t in range(scenario.num_steps, scenario.num_steps + engine_extras(engine).pipeline_depth):
-        take(engine.drain(t))  # a pipelined engine's batches still in flight (as Lockstep._drain)
+        take(engine.drain(t))  # a pipelined engine's batches still in flight (as Lockstep._run)
     return produced
 
 
