@@ -23,6 +23,7 @@ from graphcheck.check.guarded import build_guarded
 from graphcheck.check.pool import EnginePool, PoolKey
 from graphcheck.check.records import CheckOutcome
 from graphcheck.check.watchdog import EngineHung
+from graphcheck.errors import EngineError
 from graphcheck.memory_estimate import MemoryEstimate
 from graphcheck.scenario import Scenario
 
@@ -53,8 +54,9 @@ class EnginePair:
         return min(self.eager_extras.pipeline_depth, self.graph_extras.pipeline_depth)
 
 
-class PairNotBuilt(Exception):
-    """Building or capturing the pair raised ``cause`` in ``where``: a capture divergence, the engine's finding.
+class PairNotBuilt(EngineError):
+    """Building or capturing the pair raised ``cause`` in ``where``: a capture divergence, the engine's finding
+    (an EngineError: the lockstep run records it, it never escapes one).
 
     ``eager``: the eager engine when it was built (buffers too small for the buckets explain a
     failed capture); it is never given back."""
