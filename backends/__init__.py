@@ -1,7 +1,10 @@
-"""The MTP decoding engine, its array facade and the device graph runners.
+"""The built-in MTP decoding engine (``engine``) and its array facade (``xp``).
 
-Nothing here imports torch or paddle at import time; see ``graphcheck.backends.devices``
-for choosing a backend.
+Just an engine: graphcheck reaches it through the adapter protocol like any other
+(``--engine builtin``). The graph runners, emulators and backend resolution it captures
+with are the harness's (``graphcheck.capture``); ``devices`` here only re-exports
+``graphcheck.capture.devices`` under its former name. Nothing here imports torch or paddle
+at import time.
 """
 
 if __name__ != "graphcheck.backends":  # the checkout's backends/ folder, imported by its bare name

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 
 from bench_decode_step import ROUNDS, _restore, _snapshot, _steady_engine  # noqa: E402
 
-from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
 
 RUNNING = 8
 STEP_MODES = ("eager", "graph-kernel", "graph-ops")

@@ -37,8 +37,8 @@ def backend_name() -> str:
 
 @pytest.fixture(scope="session")
 def bench_device() -> Any:
-    """The resolved ``graphcheck.backends.devices.Device``; skips when this machine lacks it."""
-    from graphcheck.backends.devices import BackendError, resolve
+    """The resolved ``graphcheck.capture.devices.Device``; skips when this machine lacks it."""
+    from graphcheck.capture.devices import BackendError, resolve
 
     try:
         return resolve(

@@ -18,7 +18,7 @@ import json
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.numeric import relative_difference, tolerance_for
 from graphcheck.check.setup import CheckSetup
@@ -55,16 +55,16 @@ def measure(backend_name: str, model: str, examples: int, seed: int) -> dict[str
     @given(load_suites()["all"].strategy().map(setup.apply))
     def run(scenario) -> None:
         lockstep = Lockstep(scenario, backend)
-        if lockstep._calibration is not None:
-            bands.add(lockstep._calibration.band)
+        if lockstep.comparison.calibration is not None:
+            bands.add(lockstep.comparison.calibration.band)
         if lockstep.graph is None:
             return
         for t in range(scenario.num_steps):
             ok = lockstep.step(t)
-            reports = lockstep._reports
+            reports = lockstep.comparison.reports
             for rid, e in reports.get("eager", {}).items():
                 g = reports.get("graph", {}).get(rid)
-                if g is not None and rid not in lockstep._parting.parted:
+                if g is not None and rid not in lockstep.comparison.parting.parted:
                     scores.append(_relative(e.scores, g.scores))
             state.extend(_state_deltas(lockstep))
             if not ok:

@@ -44,7 +44,7 @@ def _revision(checkout: Path) -> str:
 
 def measure(backend_name: str, emulate: bool = False) -> dict:
     import graphcheck
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.threads import single_threaded
     from graphcheck.search.fuzz import fuzz_suite
     from graphcheck.suites import SUITES

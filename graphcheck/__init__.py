@@ -29,7 +29,7 @@ _PUBLIC = {
     "scenarios": "graphcheck.strategies",
     "Suite": "graphcheck.search.suite_registry",
     # checking them
-    "resolve": "graphcheck.backends.devices",
+    "resolve": "graphcheck.capture.devices",
     "Checker": "graphcheck.check.checker",
     "check_scenario": "graphcheck.check.checker",
     "ScenarioDiverged": "graphcheck.check.checker",

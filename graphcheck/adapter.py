@@ -20,9 +20,9 @@ EngineFactory          the ``Engine`` class itself
 EngineAdapter          ``Engine``
 StepReport             ``graphcheck.backends.engine.engine.StepInfo``
 CaptureBucket          ``graphcheck.backends.engine.engine.BucketGraphs``
-CapturedGraph          ``graphcheck.backends.graphs.base.Graph``
-GraphInput             ``graphcheck.backends.graphs.base.StaticInput``
-RunnerInfo             ``graphcheck.backends.graphs.base.GraphRunner``
+CapturedGraph          ``graphcheck.capture.base.Graph``
+GraphInput             ``graphcheck.capture.base.StaticInput``
+RunnerInfo             ``graphcheck.capture.base.GraphRunner``
 SlotCapacity           ``graphcheck.backends.engine.buffers.BufferSizes``
 StateSnapshots         ``Engine.state_snapshot`` (optional protocol)
 Resettable             ``Engine.reset`` (optional protocol)
@@ -59,8 +59,9 @@ anything is built. A factory without it is never refused.
 
 Engines that schedule, pad and capture for themselves (optional, for a real serving engine;
 ``graphcheck.engines.hf_cb`` is the worked example). The factory's ``capabilities`` say so and
-``StepReport`` carries more fields, read with ``getattr`` so that engines without them are
-unaffected:
+``StepReport`` carries more fields, typed in :class:`ReportExtras` (:class:`SchedulingStepReport`
+declares them on the report) and read once per step by :func:`report_extras`, so that engines
+without them are unaffected:
 
 * ``schedule`` (``graphcheck.schedule.Schedule``), with ``capabilities.schedule = "engine"``:
   who ran, on how many query tokens from which position, who produced a token. The
@@ -93,20 +94,40 @@ third path for float models: every emitted token's scores against a full recompu
 All protocols are ``runtime_checkable``: ``isinstance(engine, EngineAdapter)``
 checks that the members exist (not their types or semantics; the lockstep run
 checks those).
+
+Optional members are read in one place each, into typed frozen records with the
+defaults an engine without them gets: :func:`engine_extras` (:class:`EngineExtras`: the
+engine's optional members), :func:`report_extras` (:class:`ReportExtras`: a step report's
+eight optional fields), :func:`factory_extras` (:class:`FactoryExtras`: the factory's) and
+:func:`graph_extras` (:class:`GraphExtras`: a captured graph's). The harness reads nothing
+optional of an engine any other way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass, field
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
+from graphcheck.capabilities import EngineCapabilities
 from graphcheck.memory_estimate import MemoryEstimate
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import EngineConfig, RequestSpec
+from graphcheck.schedule import Schedule
 from graphcheck.state import EngineState
 from graphcheck.step_result import StepResult
 
 if TYPE_CHECKING:
-    from graphcheck.backends.devices import Device
+    from graphcheck.capture.devices import Device
 
 
 @runtime_checkable
@@ -401,7 +422,7 @@ class EngineFactory(Protocol):
     the reference decodes with (``graphcheck.reference.make_weights(config)``: a
     ``graphcheck.reference.weights.Weights`` of read-only int64 NumPy arrays named as in
     reference/README.md §1); ``device`` the resolved backend
-    (``graphcheck.backends.devices.Device``: framework, device string, graph runner
+    (``graphcheck.capture.devices.Device``: framework, device string, graph runner
     factory); ``use_graphs`` False for the eager engine and True for the graph
     engine, which captures its graphs before returning (a failure there is
     reported as a capture divergence); ``faults`` the injected fault names
@@ -419,6 +440,168 @@ class EngineFactory(Protocol):
         use_graphs: bool,
         faults: Sequence[str],
     ) -> EngineAdapter: ...
+
+
+@runtime_checkable
+class SchedulingStepReport(StepReport, Protocol):
+    """Optional: the eight fields a :class:`StepReport` adds for an engine that schedules, pads and
+    captures for itself (module docstring). Each may be left out; :func:`report_extras` reads them."""
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """Who ran, on how many query tokens from which position, who produced a token
+        (with ``capabilities.schedule = "engine"``)."""
+
+    @property
+    def path(self) -> str | None:
+        """The padding path the step took (a name of the declared ``BucketPolicy``)."""
+
+    @property
+    def real_sizes(self) -> Mapping[str, int]:
+        """The step's real sizes by dimension, before padding."""
+
+    @property
+    def padded_sizes(self) -> Mapping[str, int]:
+        """The sizes the engine padded them to (and replayed)."""
+
+    @property
+    def limits(self) -> Mapping[str, int] | None:
+        """The engine's limits that the policy's named values resolve against."""
+
+    @property
+    def host_values(self) -> Mapping[str, int] | None:
+        """The host values the step's kernels are shaped by (against ``GraphExtras.host_values``)."""
+
+    @property
+    def captured(self) -> bool:
+        """A graph was captured in this step (lazily, mid-run)."""
+
+    @property
+    def graph_sets(self) -> int:
+        """Independent sets of graphs the engine keeps; the graph-count bound is per set."""
+
+
+@dataclass(frozen=True)
+class ReportExtras:
+    """A step report's optional fields (:class:`SchedulingStepReport`), with the value an engine
+    that leaves one out gets. Read once per report by :func:`report_extras`."""
+
+    schedule: Schedule | None = None
+    path: str | None = None
+    real_sizes: Mapping[str, int] = field(default_factory=dict)
+    padded_sizes: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] | None = None
+    host_values: Mapping[str, int] | None = None
+    captured: bool = False
+    graph_sets: int = 1
+
+
+#: The optional report fields, in :class:`ReportExtras`' order.
+REPORT_FIELDS = tuple(ReportExtras.__dataclass_fields__)
+
+
+def report_extras(info: Any) -> ReportExtras:
+    """The optional fields of ``info`` (a :class:`StepReport`, or None before the first step), read once:
+    the one place graphcheck reads them. Sizes an engine reports as None read as empty; ``captured``
+    is its truth value."""
+    if info is None:
+        return ReportExtras()
+    return ReportExtras(
+        schedule=getattr(info, "schedule", None),
+        path=getattr(info, "path", None),
+        real_sizes=dict(getattr(info, "real_sizes", None) or {}),
+        padded_sizes=dict(getattr(info, "padded_sizes", None) or {}),
+        limits=getattr(info, "limits", None),
+        host_values=getattr(info, "host_values", None),
+        captured=bool(getattr(info, "captured", False)),
+        graph_sets=getattr(info, "graph_sets", 1),
+    )
+
+
+@dataclass(frozen=True)
+class EngineExtras:
+    """An engine's optional members (:class:`StateSnapshots`, :class:`Resettable`, :class:`ModelReports`,
+    :class:`FullRecompute`, :class:`Pipelined`, and ``sizes.tokens`` of a packed engine), as
+    :func:`engine_extras` found them: the bound member, or None (0 for ``pipeline_depth``) without it."""
+
+    state_snapshot: Callable[..., EngineState] | None = None
+    reset: Callable[[], None] | None = None
+    model_report: Callable[[], Mapping[str, ModelStep]] | None = None
+    recompute_scores: Callable[[tuple[int, ...]], Any] | None = None
+    pipeline_depth: int = 0
+    tokens: int | None = None
+
+    @property
+    def snapshots(self) -> bool:
+        """Whether the engine implements ``state_snapshot()``."""
+        return self.state_snapshot is not None
+
+    @property
+    def resettable(self) -> bool:
+        """Whether the engine implements ``reset()``."""
+        return self.reset is not None
+
+
+def _member(obj: Any, name: str) -> Any:
+    """``obj.name`` when it is callable, else None."""
+    member = getattr(obj, name, None)
+    return member if callable(member) else None
+
+
+def engine_extras(engine: Any, *, sizes: bool = False) -> EngineExtras:
+    """The optional members of ``engine``, read once: the one place graphcheck reads them.
+    ``sizes``: read ``sizes.tokens`` too (``sizes`` is a required member, which may raise)."""
+    return EngineExtras(
+        state_snapshot=_member(engine, "state_snapshot"),
+        reset=_member(engine, "reset"),
+        model_report=_member(engine, "model_report"),
+        recompute_scores=_member(engine, "recompute_scores"),
+        pipeline_depth=getattr(engine, "pipeline_depth", 0),
+        tokens=getattr(engine.sizes, "tokens", None) if sizes else None,
+    )
+
+
+@dataclass(frozen=True)
+class FactoryExtras:
+    """A factory's optional members: ``capabilities`` (None: graphcheck's defaults) and
+    ``memory_estimate`` (:class:`MemoryEstimates`; None: the factory is never refused)."""
+
+    capabilities: Any = None
+    memory_estimate: Callable[[EngineConfig, Sequence[RequestSpec]], MemoryEstimate] | None = None
+
+    def declared(self) -> EngineCapabilities:
+        """The capabilities the factory declares, else graphcheck's defaults."""
+        found = self.capabilities
+        return found if isinstance(found, EngineCapabilities) else EngineCapabilities()
+
+
+def factory_extras(factory: Any, *, capabilities: bool = False) -> FactoryExtras:
+    """The optional members of ``factory``, read once: the one place graphcheck reads them.
+    ``capabilities``: read that member too (a property that may raise)."""
+    return FactoryExtras(
+        capabilities=getattr(factory, "capabilities", None) if capabilities else None,
+        memory_estimate=getattr(factory, "memory_estimate", None),
+    )
+
+
+@dataclass(frozen=True)
+class GraphExtras:
+    """A captured graph's optional members: the host values its capture froze (against
+    ``ReportExtras.host_values``), and what graphcheck's own runners' graphs add: their recorded
+    kernel calls (``kernel_calls()``: ``(fn, args, kwargs)``) and a label for reports."""
+
+    host_values: Mapping[str, int] | None = None
+    kernel_calls: Callable[[], Iterable[tuple[Any, tuple[Any, ...], dict[str, Any]]]] | None = None
+    label: str = "a graph"
+
+
+def graph_extras(graph: Any) -> GraphExtras:
+    """The optional members of a :class:`CapturedGraph`, read once: the one place graphcheck reads them."""
+    return GraphExtras(
+        host_values=getattr(graph, "host_values", None),
+        kernel_calls=getattr(graph, "kernel_calls", None),
+        label=getattr(graph, "label", "a graph"),
+    )
 
 
 def captured_graphs(engine: EngineAdapter, bucket: int | None = None) -> Iterator[tuple[str, int, CapturedGraph]]:
@@ -440,20 +623,30 @@ def input_label(inp: GraphInput) -> str:
 
 
 __all__ = [
+    "REPORT_FIELDS",
     "CaptureBucket",
     "CapturedGraph",
     "EngineAdapter",
+    "EngineExtras",
     "EngineFactory",
+    "FactoryExtras",
     "FullRecompute",
+    "GraphExtras",
     "GraphInput",
     "MemoryEstimates",
     "ModelReports",
     "Pipelined",
+    "ReportExtras",
     "Resettable",
     "RunnerInfo",
+    "SchedulingStepReport",
     "SlotCapacity",
     "StateSnapshots",
     "StepReport",
     "captured_graphs",
+    "engine_extras",
+    "factory_extras",
+    "graph_extras",
     "input_label",
+    "report_extras",
 ]

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 if TYPE_CHECKING:
-    from graphcheck.backends.graphs.capture_observer import GraphInput
+    from graphcheck.capture.capture_observer import GraphInput
 
 __all__ = ["GraphInput", "cuda_graphs", "module_paths", "named_tensors", "observe_capture", "tensor_paths"]
 
@@ -74,7 +74,7 @@ def cuda_graphs(
     no kernel wrote yet does (for an engine that runs eager code between graph
     segments while it captures, and discards what a capture-time run computed).
     """
-    from graphcheck.backends.graphs import cuda_emulation
+    from graphcheck.capture import cuda_emulation
 
     with cuda_emulation.patched(
         hooks=hooks,
@@ -97,14 +97,14 @@ def observe_capture(names: Mapping[int, str] | None = None, *, label: str = "obs
     captured ops touched. A host sync in the region raises graphcheck's
     ``HostSyncInCapture`` before it reaches the device.
     """
-    from graphcheck.backends.graphs.capture_observer import CaptureObserver
+    from graphcheck.capture.capture_observer import CaptureObserver
 
     return CaptureObserver(names, label=label)
 
 
 def __getattr__(name: str) -> Any:
     if name == "GraphInput":
-        from graphcheck.backends.graphs.capture_observer import GraphInput
+        from graphcheck.capture.capture_observer import GraphInput
 
         return GraphInput
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,7 @@ Options:
 
 Fixtures (nothing runs until a test asks for one):
 
-* ``graphcheck_backend`` (session): the resolved ``graphcheck.backends.devices.Device``. A
+* ``graphcheck_backend`` (session): the resolved ``graphcheck.capture.devices.Device``. A
   backend this machine cannot run is an error, with the reason, in every test
   that asks for it, never a skip: a gate asked to check cuda must not pass on
   a machine without a GPU.
@@ -64,7 +64,7 @@ import pytest
 
 if TYPE_CHECKING:
     from graphcheck.adapter import EngineFactory
-    from graphcheck.backends.devices import Device
+    from graphcheck.capture.devices import Device
     from graphcheck.check.checker import Checker
     from graphcheck.check.engines import EngineChoice
     from graphcheck.check.records import CheckOutcome
@@ -76,7 +76,7 @@ PROFILE_PREFIX = "graphcheck-"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from graphcheck.backends.devices import BACKENDS, EMULATORS
+    from graphcheck.capture.devices import BACKENDS, EMULATORS
     from graphcheck.check.oracles import ORACLE_CHOICES
     from graphcheck.check.setup import MODEL_ALIASES
     from graphcheck.contract import CONTRACT_NAMES
@@ -272,7 +272,7 @@ def _check_backend(config: pytest.Config) -> None:
     given = ("graphcheck_backend", "graphcheck_emulate", "graphcheck_emulator")
     if all(config.getoption(o, None) is None for o in given) and "GRAPHCHECK_BACKEND" not in os.environ:
         return
-    from graphcheck.backends.devices import BACKENDS, UnsupportedEmulator, check_emulator
+    from graphcheck.capture.devices import BACKENDS, UnsupportedEmulator, check_emulator
 
     name, emulate = backend_choice(config)
     key = name.strip().lower()
@@ -323,7 +323,7 @@ def _check_setup_and_limit(config: pytest.Config) -> None:
 
 def backend_choice(config: pytest.Config) -> tuple[str, bool]:
     """(backend name, emulate) from the options, else from GRAPHCHECK_BACKEND / GRAPHCHECK_EMULATE."""
-    from graphcheck.backends.devices import choice_from_env
+    from graphcheck.capture.devices import choice_from_env
 
     env_name, env_emulate = choice_from_env()
     emulate = config.getoption("graphcheck_emulate")
@@ -354,7 +354,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 @pytest.fixture(scope="session")
 def graphcheck_backend(pytestconfig: pytest.Config) -> Device:
     """The backend the graphcheck fixtures run on (``--graphcheck-backend``, ``--graphcheck-emulate``)."""
-    from graphcheck.backends.devices import BackendError, resolve
+    from graphcheck.capture.devices import BackendError, resolve
 
     name, emulate = backend_choice(pytestconfig)
     try:
@@ -432,7 +432,7 @@ def graphcheck_check(graphcheck_lockstep: Checker) -> Callable[..., CheckOutcome
 @pytest.fixture
 def graphcheck_cuda_graphs() -> Iterator[Any]:
     """``torch.cuda``'s graph API emulated on the CPU for this test (``graphcheck.emulate.cuda_graphs()``)."""
-    from graphcheck.backends.graphs.cuda_emulation import patched
+    from graphcheck.capture.cuda_emulation import patched
 
     with patched() as module:
         yield module

@@ -31,14 +31,14 @@ from graphcheck.suites import Suite
 
 @functools.cache
 def _resolve(name: str, emulate: bool) -> Any:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     return resolve(name, emulate=emulate)
 
 
 def backend_from_env() -> Any:
     """The backend named by GRAPHCHECK_BACKEND (default cpu), emulated if GRAPHCHECK_EMULATE is set."""
-    from graphcheck.backends.devices import choice_from_env
+    from graphcheck.capture.devices import choice_from_env
 
     return _resolve(*choice_from_env())
 

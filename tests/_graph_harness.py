@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import pytest
 
-from graphcheck.backends.graphs import kernels
-from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture
+from graphcheck.capture import kernels
+from graphcheck.capture.base import CaptureError, HostSyncInCapture
 
 # --------------------------------------------------------------------------- kernels
 

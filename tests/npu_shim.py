@@ -1,7 +1,7 @@
 """Test-only stand-ins for ``torch.npu``, so the npu runner's wiring runs without an Ascend device.
 
 The npu backend finds its device module through one seam,
-``graphcheck.backends.graphs.npu.load_npu_binding``. :func:`install` makes that seam
+``graphcheck.capture.npu.load_npu_binding``. :func:`install` makes that seam
 return one of these bindings, so ``resolve("npu")`` and ``NpuGraphRunner()``
 use it:
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphcheck.backends.graphs import npu
-from graphcheck.backends.graphs.npu import NpuBinding
-from graphcheck.backends.graphs.npu_emulated import emulated_npu_binding
+from graphcheck.capture import npu
+from graphcheck.capture.npu import NpuBinding
+from graphcheck.capture.npu_emulated import emulated_npu_binding
 
 _NO_TASK_UPDATE = "CUDA graphs have no task update; host-parameter kernels run only on torch_npu or the emulator"
 

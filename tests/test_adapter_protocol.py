@@ -40,8 +40,8 @@ from graphcheck.step_result import StepResult
 
 torch = pytest.importorskip("torch")
 
-from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine import Engine  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
 from graphcheck.suites import SUITES  # noqa: E402
 from graphcheck.suites.properties import property_test  # noqa: E402
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import faults as fault
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.search.batches import batches, rebase

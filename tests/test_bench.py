@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.bench.run import BenchSummary, LockstepRow, summarise
+from graphcheck.capture.devices import resolve
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.timings import STEP_PHASES, LockstepTimings, checking_overhead, overhead_target, steps_per_second
 from graphcheck.cli import exitcodes, main

@@ -610,7 +610,7 @@ def test_catalog_usage_errors(
 @slow
 def test_a_job_runs_isolated_in_its_own_process(tmp_path) -> None:
     """Real devices run each fault in a spawned process; the result comes back whole."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.catalog.run import CatalogSettings, _isolated
 
     cfg = CatalogSettings(budget_s=10, shrink_s=2)

@@ -579,7 +579,7 @@ def test_a_full_disk_prints_the_verdict_and_exits_with_its_own_code(
 def test_a_batched_searchs_progress_never_runs_past_its_budget(tmp_path: Path) -> None:
     """Each Hypothesis example is a batch of up to ``per_config`` scenarios: the progress budget counts
     scenarios too (it read ``example 90/20``)."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.checker import Checker
     from graphcheck.search.suite_registry import load_suites
 

@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphcheck import strategies as gst
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine import rng as engine_rng
 from graphcheck.backends.engine.buffers import allocate_buffers
@@ -29,6 +28,7 @@ from graphcheck.backends.engine.sampling import ban_eos as engine_ban_eos
 from graphcheck.backends.engine.sampling import build_sampling_params
 from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.xp import make_ops
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import check_scenario
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.contract import CONTRACT_NAMES, CONTRACTS, DEFAULT, FASTDEPLOY, FASTDEPLOY_XPU, Contract

@@ -53,7 +53,7 @@ def test_database_spec_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_database_key_names_the_search_not_the_seed() -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     cpu = resolve("cpu")
     key = database_key("seeds", Checker(cpu, faults=("b-fault", "a-fault")))
@@ -63,8 +63,8 @@ def test_database_key_names_the_search_not_the_seed() -> None:
 
 
 def test_database_key_names_an_engine_other_than_the_builtin_one() -> None:
-    from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.engines import engine_from_factory
 
     class Other(Engine):
@@ -79,7 +79,7 @@ def test_database_key_names_an_engine_other_than_the_builtin_one() -> None:
 
 @slow
 def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.suites import SUITES
 
     cpu, suite = resolve("cpu"), SUITES[SUITE]
@@ -153,7 +153,7 @@ def test_a_replayed_batch_fails_at_its_first_example_though_a_passing_scenario_r
     from hypothesis import strategies as st
     from hypothesis.database import InMemoryExampleDatabase
 
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.search.builtin import demo_scenario
 
     fails = demo_scenario(num_steps=3)  # the fault shows at the first replay (step 1)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.scenario import Scenario
 from graphcheck.search import determinism

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from graphcheck.backends.devices import Device, resolve
 from graphcheck.backends.engine.faults import HOST_SYNC_IN_CAPTURE
+from graphcheck.capture.devices import Device, resolve
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.fuzz import fuzz_suite
@@ -86,7 +86,7 @@ def test_graphcheck_run_stops_and_reports_the_scenario_unshrunk(tmp_path: Path, 
     import json
 
     from graphcheck import cli
-    from graphcheck.backends import devices
+    from graphcheck.capture import devices
 
     monkeypatch.setattr(devices, "resolve", lambda name, emulate, emulator="kernel": as_device(PoisonedDevice))
     code = cli.main(

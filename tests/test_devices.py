@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphcheck.backends import devices
-from graphcheck.backends.devices import BackendError, BackendUnavailable, UnknownBackend, available_backends, resolve
+from graphcheck.capture import devices
+from graphcheck.capture.devices import BackendError, BackendUnavailable, UnknownBackend, available_backends, resolve
 
 
 def test_unknown_backend_lists_the_valid_names():
@@ -20,7 +20,7 @@ def test_unknown_backend_lists_the_valid_names():
 
 def test_cpu_resolves_to_torch_with_the_emulated_runner():
     pytest.importorskip("torch")
-    from graphcheck.backends.graphs.emulated import EmulatedRunner
+    from graphcheck.capture.emulated import EmulatedRunner
 
     device = resolve("cpu")
     assert (device.name, device.framework, device.device, device.emulated) == ("cpu", "torch", "cpu", True)
@@ -69,7 +69,7 @@ def test_npu_without_torch_npu_suggests_emulate():
 
 def test_npu_emulated_runs_torch_on_cpu_through_the_npu_runner():
     pytest.importorskip("torch")
-    from graphcheck.backends.graphs.npu import NpuGraphRunner
+    from graphcheck.capture.npu import NpuGraphRunner
 
     device = resolve("npu", emulate=True)  # tests/test_npu.py covers the runner and the seam
     assert (device.name, device.framework, device.device, device.emulated) == ("npu", "torch", "cpu", True)
@@ -94,8 +94,8 @@ def test_xpu_without_a_device_suggests_emulate(monkeypatch):
 
 def test_xpu_emulated_runs_paddle_on_cpu_through_the_xpu_runner(monkeypatch):
     paddle = _no_xpu(monkeypatch)
-    from graphcheck.backends.graphs.paddle_ops import PaddleOps
-    from graphcheck.backends.graphs.xpu import XpuGraphRunner
+    from graphcheck.capture.paddle_ops import PaddleOps
+    from graphcheck.capture.xpu import XpuGraphRunner
 
     device = resolve("xpu", emulate=True)  # tests/test_xpu_emulated.py covers the runner and the module
     assert (device.name, device.framework, device.device, device.emulated) == ("xpu", "paddle", "cpu", True)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import graphcheck.emulate as emulate
-from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture, PoisonedTensorError
-from graphcheck.backends.graphs.op_graphs import FreedInputRead
+from graphcheck.capture.base import CaptureError, HostSyncInCapture, PoisonedTensorError
+from graphcheck.capture.op_graphs import FreedInputRead
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).name

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 
 @functools.cache
 def cuda_device():
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     return resolve("cuda")
 

@@ -193,7 +193,7 @@ class Measured:
 def _counting_tracker(monkeypatch: pytest.MonkeyPatch) -> Any:
     """A PeakTracker that also counts the emulator's capture copies (storage clones)."""
     pytest.importorskip("torch")
-    from graphcheck.backends.graphs.torch_ops import TorchOps
+    from graphcheck.capture.torch_ops import TorchOps
 
     tracker = _tracker_class()()
     snapshot = TorchOps.snapshot
@@ -209,7 +209,7 @@ def _counting_tracker(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _measure(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Measured:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
 
     tracker = _counting_tracker(monkeypatch)
@@ -477,7 +477,7 @@ def test_validation_does_not_depend_on_the_engine(monkeypatch: pytest.MonkeyPatc
 
 
 def test_lockstep_admits_before_building_anything(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
 
     monkeypatch.delenv(MAX_ENGINE_MEMORY_ENV, raising=False)
@@ -639,8 +639,8 @@ def _oom_errors() -> list[BaseException]:
 @pytest.mark.parametrize("phase", ["eager", "graph"])
 @pytest.mark.parametrize("index", range(7))
 def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: str, index: int) -> None:
-    from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
     from graphcheck.check.records import EngineOutOfMemory
 
@@ -664,7 +664,7 @@ def test_allocation_failure_in_construction_raises_engine_out_of_memory(phase: s
 
 
 def test_an_allocation_failure_of_an_engine_without_an_estimate() -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
     from graphcheck.check.records import EngineOutOfMemory
 
@@ -678,8 +678,8 @@ def test_an_allocation_failure_of_an_engine_without_an_estimate() -> None:
 
 
 def test_an_engine_bug_in_construction_is_still_a_capture_divergence() -> None:
-    from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
 
     class Broken(Engine):
@@ -696,7 +696,7 @@ def test_a_real_allocation_failure_of_the_built_in_engine(monkeypatch: pytest.Mo
     """A config the memory gate would refuse, built anyway: torch cannot allocate it; no divergence."""
     pytest.importorskip("torch")
     import graphcheck.backends.engine.buffers as buffers
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.checker import check_scenario
     from graphcheck.check.records import EngineOutOfMemory
 

@@ -199,7 +199,7 @@ def test_run_is_clean_for_the_wrapper_and_diverges_for_the_rebinding_engine_and_
 
 
 def test_the_python_api_checks_a_named_engine(thirdparty: Path) -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     checker = Checker(resolve("cpu"), resolve_engine(REBINDING))
     outcome = checker.run(demo_scenario(num_steps=4))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.threads import single_threaded
 
 from _engine_scenarios import (

@@ -7,11 +7,11 @@ import pytest
 
 import graphcheck
 from graphcheck import cli
-from graphcheck.backends.devices import BackendError, BackendUnavailable, UnknownBackend
 from graphcheck.backends.engine.faults import UnknownFault, check_faults
 from graphcheck.backends.engine.restore import EngineNotRestorable
-from graphcheck.backends.graphs.base import CaptureError, EscapedOpError, HostSyncInCapture, PoisonedTensorError
-from graphcheck.backends.graphs.npu import NpuUnavailable
+from graphcheck.capture.base import CaptureError, EscapedOpError, HostSyncInCapture, PoisonedTensorError
+from graphcheck.capture.devices import BackendError, BackendUnavailable, UnknownBackend
+from graphcheck.capture.npu import NpuUnavailable
 from graphcheck.check.checker import ScenarioDiverged
 from graphcheck.check.oracles import OracleError
 from graphcheck.check.records import EngineOutOfMemory
@@ -51,7 +51,7 @@ def _public_exceptions() -> dict[str, type]:
 
 def test_every_public_exception_is_a_graphcheck_error() -> None:
     found = _public_exceptions()
-    assert len(found) >= 15 and "graphcheck.backends.devices.BackendUnavailable" in found, sorted(found)
+    assert len(found) >= 15 and "graphcheck.capture.devices.BackendUnavailable" in found, sorted(found)
     outside = sorted(n for n, cls in found.items() if not issubclass(cls, GraphcheckError))
     assert outside == sorted(OUTSIDE_THE_HIERARCHY), (
         f"derive these from graphcheck.errors.GraphcheckError (or one of its families): {outside}"

@@ -12,11 +12,12 @@ import dataclasses
 
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine, faults
 from graphcheck.backends.engine.faults import FAULTS, NUM_BUG_CLASSES, Fault, UnknownFault, check_faults, fault_on
+from graphcheck.capture.devices import resolve
+from graphcheck.check.bindings import bindings_of
 from graphcheck.check.checker import check_scenario
-from graphcheck.check.lockstep import Lockstep, bindings_of
+from graphcheck.check.lockstep import Lockstep
 from graphcheck.reference import make_weights
 from graphcheck.scenario import GRAPH_SCOPES, Scenario, validate
 from graphcheck.search.builtin import BUILTIN, demo_scenario, late_joiner, shrinking_batch

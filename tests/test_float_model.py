@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine, faults
 from graphcheck.backends.engine.buffers import ACTIVATION_FIELDS, STATE_FIELDS
 from graphcheck.backends.engine.float_weights import (
@@ -30,6 +29,7 @@ from graphcheck.backends.engine.float_weights import (
     make_float_arrays,
     round_to_bfloat16,
 )
+from graphcheck.capture.devices import resolve
 from graphcheck.check.threads import single_threaded
 from graphcheck.driver import apply_events
 from graphcheck.reference import make_weights

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphcheck.backends.graphs.base import (
+from graphcheck.capture.base import (
     CaptureError,
     EscapedOpError,
     Graph,

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphcheck.backends.graphs import kernels  # noqa: E402
-from graphcheck.backends.graphs.base import HostSyncInCapture  # noqa: E402
+from graphcheck.capture import kernels  # noqa: E402
+from graphcheck.capture.base import HostSyncInCapture  # noqa: E402
 
 from _graph_harness import add_into, host_copy_kernel, item_kernel, make_sum, scale_  # noqa: E402
 
@@ -30,7 +30,7 @@ def cuda(values, dtype=torch.float32):
 
 @pytest.fixture
 def runner():
-    from graphcheck.backends.graphs.cuda import CudaGraphRunner
+    from graphcheck.capture.cuda import CudaGraphRunner
 
     return CudaGraphRunner()
 
@@ -118,7 +118,7 @@ def test_static_input_table_and_dead_inputs(runner):
 @pytest.mark.parametrize("warmup_iters", [0, 2])
 @pytest.mark.parametrize("kernel_fn", [item_kernel, host_copy_kernel, to_host_kernel], ids=["item", "host_sync", "cpu"])
 def test_host_sync_in_capture_raises_and_the_runner_stays_usable(warmup_iters, kernel_fn):
-    from graphcheck.backends.graphs.cuda import CudaGraphRunner
+    from graphcheck.capture.cuda import CudaGraphRunner
 
     runner = CudaGraphRunner(warmup_iters=warmup_iters)
     x = cuda([1.0, 2.0])

@@ -8,9 +8,9 @@ torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E402
 
-from graphcheck.backends.graphs import kernels  # noqa: E402
-from graphcheck.backends.graphs.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
-from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.capture import kernels  # noqa: E402
+from graphcheck.capture.base import EscapedOpError, HostSyncInCapture, PoisonedTensorError  # noqa: E402
+from graphcheck.capture.emulated import EmulatedRunner  # noqa: E402
 
 import _graph_harness as shared  # noqa: E402
 from _graph_harness import Bufs, Framework, add_into, item_kernel, make_sum, names_of, scale_  # noqa: E402

@@ -4,7 +4,7 @@ The emulator's semantics must hold on paddle as on torch: a rebound buffer is
 read stale on replay, host syncs inside a capture raise, a capture leaves no
 side effects, and what a capture allocated holds poison until the first replay.
 What paddle cannot give (no dispatch hook: no escaped-op detection, poison is
-checked on ``to_host`` only) is documented in ``graphcheck.backends.graphs.paddle_ops``.
+checked on ``to_host`` only) is documented in ``graphcheck.capture.paddle_ops``.
 Then the whole harness: ``check_scenario`` on ``resolve("xpu", emulate=True)`` is
 clean on the demo and catches every registered engine fault with the same
 headline divergence as the torch emulation.
@@ -19,13 +19,13 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
-from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine.faults import FAULTS  # noqa: E402
-from graphcheck.backends.graphs import kernels, paddle_ops  # noqa: E402
-from graphcheck.backends.graphs.base import HostSyncInCapture, PoisonedTensorError  # noqa: E402
-from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
-from graphcheck.backends.graphs.paddle_ops import PaddleOps  # noqa: E402
 from graphcheck.backends.xp import make_ops  # noqa: E402
+from graphcheck.capture import kernels, paddle_ops  # noqa: E402
+from graphcheck.capture.base import HostSyncInCapture, PoisonedTensorError  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
+from graphcheck.capture.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.capture.paddle_ops import PaddleOps  # noqa: E402
 from graphcheck.check.checker import check_scenario  # noqa: E402
 from graphcheck.scenario import GRAPH_SCOPES  # noqa: E402
 from graphcheck.search.builtin import demo_scenario, late_joiner, shrinking_batch  # noqa: E402

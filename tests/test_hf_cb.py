@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from graphcheck.backends.devices import resolve  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
 from graphcheck.check.checker import Checker  # noqa: E402
 from graphcheck.check.engines import resolve_engine  # noqa: E402
 from graphcheck.check.setup import CheckSetup  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.pool import EnginePool

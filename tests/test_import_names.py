@@ -47,7 +47,7 @@ def test_a_mapped_folder_refuses_its_bare_name(name: str) -> None:
 
 
 def test_a_submodule_of_a_bare_name_is_refused_too() -> None:
-    run = _python("import backends.devices", ROOT)
+    run = _python("import backends.engine", ROOT)
     assert run.returncode != 0 and "import graphcheck.backends instead" in run.stderr, run.stderr
 
 

@@ -98,10 +98,36 @@ def test_the_harness_imports_no_framework_at_module_level() -> None:
     assert not bad, f"graphcheck/ imports torch and paddle only inside functions: {bad}"
 
 
+#: What of the harness the built-in engine may use besides the leaves: the capture library it captures
+#: with (graph runners, ``@kernel``, backend resolution), which never imports the engine back.
+ENGINE_LIBRARY = "graphcheck.capture"
+
+
 @pytest.mark.parametrize("package", ["backends", "reference"])
 def test_engine_and_oracle_share_only_the_leaf_modules(package: str) -> None:
-    bad = [(f, m) for f, m, _ in _package_imports(package) if _part(m) == "harness" and m not in SHARED_LEAVES]
-    assert not bad, f"{package}/ may use {SHARED_LEAVES} and nothing else of graphcheck/: {bad}"
+    library = (ENGINE_LIBRARY,) if package == "backends" else ()
+    bad = [
+        (f, m)
+        for f, m, _ in _package_imports(package)
+        if _part(m) == "harness"
+        and m not in SHARED_LEAVES
+        and not any(m == lib or m.startswith(lib + ".") for lib in library)
+    ]
+    assert not bad, f"{package}/ may use {SHARED_LEAVES + library} and nothing else of graphcheck/: {bad}"
+
+
+def test_the_capture_library_never_imports_an_engine() -> None:
+    """The arrow between the built-in engine and the harness's capture machinery points one way:
+    backends/ imports graphcheck.capture, never the reverse (nor anything above the leaves)."""
+    bad = [(f, m) for f, m, _ in _package_imports("graphcheck/capture") if _part(m) in ("backends", "suites")]
+    assert not bad, bad
+
+
+def test_check_imports_nothing_of_the_built_in_engine() -> None:
+    """graphcheck/check/ reaches the built-in engine like any engine: through the adapter protocol and
+    ``--engine``'s resolution of its spec (``graphcheck.check.engines``), never by importing backends/."""
+    bad = [(f, m) for f, m, _ in _package_imports("graphcheck/check") if _part(m) == "backends"]
+    assert not bad, f"graphcheck/check imports graphcheck.backends: {bad}"
 
 
 @pytest.mark.parametrize("leaf", SHARED_LEAVES)
@@ -337,18 +363,19 @@ ARROWS: dict[str, set[str]] = {
     "root": set(),
     "leaves": set(),
     "strategies": {"leaves"},
-    "adapter": {"leaves", "backends"},
-    "check": {"leaves", "adapter", "backends", "reference"},
+    "capture": {"leaves"},
+    "adapter": {"leaves", "capture"},
+    "check": {"leaves", "adapter", "capture", "reference"},
     "search": {"leaves", "check"},
-    "parallel": {"leaves", "check", "search", "backends"},
-    "catalog": {"leaves", "check", "search", "backends", "reference"},
+    "parallel": {"leaves", "check", "search", "capture"},
+    "catalog": {"leaves", "check", "search", "capture", "reference"},
     "bench": {"leaves", "check"},
     "report": {"leaves", "check", "search", "catalog", "root"},
     "github": {"leaves", "check", "search", "report"},
-    "pytest_plugin": {"leaves", "adapter", "check", "backends"},
-    "emulate": {"backends"},
-    "engines": {"leaves", "backends", "emulate"},
-    "cli": {"leaves", "check", "search", "parallel", "catalog", "bench", "report", "github", "backends"},
+    "pytest_plugin": {"leaves", "adapter", "check", "capture"},
+    "emulate": {"capture"},
+    "engines": {"leaves", "backends", "capture", "emulate"},
+    "cli": {"leaves", "check", "search", "parallel", "catalog", "bench", "report", "github", "capture"},
 }
 
 

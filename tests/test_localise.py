@@ -12,10 +12,10 @@ import functools
 
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine, faults
 from graphcheck.backends.engine.faults import FAULTS
-from graphcheck.backends.graphs import kernels
+from graphcheck.capture import kernels
+from graphcheck.capture.devices import resolve
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import padded_sizes
 from graphcheck.check.checker import check_scenario

@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
+from graphcheck.check.audits import MemoryWatch, expected_bucket
 from graphcheck.check.checker import check_scenario
-from graphcheck.check.lockstep import Lockstep, expected_bucket
+from graphcheck.check.lockstep import Lockstep
 from graphcheck.search.builtin import demo_scenario
 
 from _layers import fast_first
@@ -102,6 +103,23 @@ def test_capture_failure_is_a_capture_divergence(cpu) -> None:
     assert outcome.first.kind == "capture" and outcome.steps_run == 0
 
 
+def test_a_failed_capture_leaves_no_half_built_pair(cpu) -> None:
+    """The pair is built whole or not at all: after a failed capture there is no engine to step."""
+    from graphcheck.backends.engine import Engine
+
+    class BadCapture(Engine):
+        def _capture_graphs(self):
+            raise RuntimeError("capture exploded")
+
+    lockstep = Lockstep(demo_scenario(), cpu, engine_factory=BadCapture)
+    assert lockstep.pair is None and lockstep.eager is None and lockstep.graph is None and not lockstep.snapshots
+    assert [d.kind for d in lockstep.outcome.divergences] == ["capture"]
+    with pytest.raises(RuntimeError, match="no engine pair"):
+        lockstep.step(0)
+    built = Lockstep(demo_scenario(), cpu)
+    assert built.pair is not None and built.eager is built.pair.eager and built.graph is built.pair.graph
+
+
 def test_memory_growth_is_a_memory_divergence(cpu) -> None:
     from graphcheck.backends.engine import Engine
 
@@ -124,18 +142,15 @@ def test_memory_growth_is_a_memory_divergence(cpu) -> None:
 def test_the_memory_baseline_restarts_when_the_engine_holds_another_graph() -> None:
     """A pipelined engine reports a lazy capture with its batch, a call after the graph appeared: the
     replay reported in between already holds it, which is not growth of the graphs that existed."""
-    from types import SimpleNamespace
-
     from graphcheck.check.records import StepRecord
     from graphcheck.step_result import StepResult
 
-    lockstep = Lockstep.__new__(Lockstep)
-    lockstep._replays, lockstep._memory_baseline, lockstep._graph_count = 0, None, -1
+    watch = MemoryWatch()
     graphs = {1: object()}
-    lockstep.graph = SimpleNamespace(graphs=graphs, last_step_info=SimpleNamespace(captured=False))
 
     def replay(t: int, nbytes: int) -> list:
-        return lockstep._memory(StepRecord("graph", t, StepResult(t, ()), used_graph=True, memory_bytes=nbytes))
+        record = StepRecord("graph", t, StepResult(t, ()), used_graph=True, memory_bytes=nbytes)
+        return watch.check(record, len(graphs), captured=False)
 
     assert replay(0, 100) == [] and replay(1, 100) == []
     graphs[2] = object()

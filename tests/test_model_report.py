@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import graphcheck.reference.decoder as ref_decoder
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.threads import single_threaded
 from graphcheck.driver import apply_events
 from graphcheck.model_report import ModelStep

@@ -1,6 +1,6 @@
 """The npu backend without an Ascend device: the NPUGraph runner on the emulated NPU module.
 
-``graphcheck.backends.graphs.npu.NpuGraphRunner`` runs unchanged over the emulated NPU
+``graphcheck.capture.npu.NpuGraphRunner`` runs unchanged over the emulated NPU
 module (``tests/npu_shim.py`` installs it behind the seam, ``--backend npu
 --emulate`` uses it directly), so these tests drive the runner's own wiring:
 side-stream capture, the shared pool, task groups around host-parameter
@@ -19,14 +19,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphcheck.backends import devices  # noqa: E402
-from graphcheck.backends.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
-from graphcheck.backends.graphs import kernels, npu  # noqa: E402
-from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
-from graphcheck.backends.graphs.emulated import EmulatedRunner  # noqa: E402
-from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
-from graphcheck.backends.graphs.npu import NpuGraphRunner  # noqa: E402
-from graphcheck.backends.graphs.npu_emulated import EmulatedNpu  # noqa: E402
+from graphcheck.capture import (  # noqa: E402
+    devices,  # noqa: E402
+    kernels,
+    npu,
+)
+from graphcheck.capture.base import CaptureError, HostSyncInCapture  # noqa: E402
+from graphcheck.capture.devices import BackendUnavailable, available_backends, resolve  # noqa: E402
+from graphcheck.capture.emulated import EmulatedRunner  # noqa: E402
+from graphcheck.capture.kernels import HostParam  # noqa: E402
+from graphcheck.capture.npu import NpuGraphRunner  # noqa: E402
+from graphcheck.capture.npu_emulated import EmulatedNpu  # noqa: E402
 from graphcheck.check.threads import single_threaded  # noqa: E402
 from graphcheck.cli import (  # noqa: E402
     exitcodes,

@@ -152,7 +152,7 @@ def test_the_xpu_topp_near_one_scenario() -> None:
     kept every candidate where the contract keeps none; the paddle facade now compares exactly.
     """
     pytest.importorskip("paddle")
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.checker import check_scenario
     from graphcheck.scenario import load_scenario
 

@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphcheck.backends.graphs import kernels  # noqa: E402
-from graphcheck.backends.graphs.kernels import HostParam  # noqa: E402
+from graphcheck.capture import kernels  # noqa: E402
+from graphcheck.capture.kernels import HostParam  # noqa: E402
 
 import npu_shim  # noqa: E402
 from _engine_scenarios import (  # noqa: E402
@@ -40,7 +40,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def npu_on_cuda():
     """``resolve("npu")`` with the seam mapped onto torch.cuda (for this module only)."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     with pytest.MonkeyPatch.context() as patch:
         npu_shim.install(patch, npu_shim.cuda_binding)
@@ -58,7 +58,7 @@ def cuda(values):
 
 
 def test_npu_resolves_to_the_npu_runner_on_cuda(npu_on_cuda):
-    from graphcheck.backends.graphs.npu import NpuGraphRunner
+    from graphcheck.capture.npu import NpuGraphRunner
 
     assert (npu_on_cuda.name, npu_on_cuda.framework, npu_on_cuda.emulated) == ("npu", "torch", False)
     assert npu_on_cuda.device.startswith("cuda:")
@@ -118,7 +118,7 @@ def test_npu_runner_on_cuda_matches_eager_bit_for_bit(npu_on_cuda, name, scope):
 
 
 def test_a_fault_is_caught_as_on_the_cuda_backend(npu_on_cuda):
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.checker import check_scenario
     from graphcheck.search.builtin import late_joiner
 

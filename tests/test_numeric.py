@@ -147,7 +147,7 @@ def _on_one_cpu_thread(work):
     """``work(cpu)`` on one torch thread, as every graphcheck run has it on the CPU (Checker.run): a
     multi-threaded matmul may sum in another order for the padded bucket than for the real batch, and
     the probe's cached calibration must be measured the way the runs it serves step."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.threads import single_threaded
 
     cpu = resolve("cpu")
@@ -231,7 +231,7 @@ def test_a_graph_only_change_well_under_the_old_band_is_a_divergence() -> None:
 
 
 def test_the_exact_oracle_refuses_a_float_model() -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.lockstep import Lockstep
     from graphcheck.check.oracles import OracleError
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.backends.devices import UnsupportedEmulator, resolve
 from graphcheck.backends.engine.faults import FAULTS
+from graphcheck.capture.devices import UnsupportedEmulator, resolve
 from graphcheck.check.checker import Checker, builtin_engine, check_scenario
 from graphcheck.check.records import CheckOutcome, replay_command_line
 from graphcheck.cli.replay_target import recorded_run
@@ -151,8 +151,8 @@ def test_rebound_offsets_tie_is_ordered_by_first_read(kernel, ops) -> None:
 
 
 def test_source_of_a_recorded_op_is_the_engine_line() -> None:
-    from graphcheck.backends.graphs.op_graphs import OpRecord, op_call
-    from graphcheck.backends.graphs.sites import OpSite
+    from graphcheck.capture.op_graphs import OpRecord, op_call
+    from graphcheck.capture.sites import OpSite
     from graphcheck.check.trace import source_of
 
     site = OpSite(None, "target_forward", "/x/engine.py", 42, "f")

@@ -2,7 +2,7 @@
 
 The engine code is the torch engine's, unchanged; only the array facade
 (``graphcheck.backends.xp.paddle_xp``) and the emulator's framework ops
-(``graphcheck.backends.graphs.paddle_ops``) differ. So:
+(``graphcheck.capture.paddle_ops``) differ. So:
 
 * the facade agrees with the torch facade op for op on the traps that differ
   between the frameworks (exact int64 constants, scalars in ``where``, floor
@@ -22,10 +22,10 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 import graphcheck.reference.rng as ref_rng  # noqa: E402
-from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine import Engine, rng  # noqa: E402
 from graphcheck.backends.engine.buffers import CACHE_FIELDS, STATE_FIELDS  # noqa: E402
 from graphcheck.backends.xp import make_ops  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
 from graphcheck.reference import make_weights  # noqa: E402
 from graphcheck.scenario import SEED_MODULUS  # noqa: E402
 

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.restore import EngineNotRestorable
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import check_scenario
 from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.pool import EnginePool

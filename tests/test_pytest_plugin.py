@@ -242,7 +242,7 @@ def test_profiles_match_the_test_suite_and_leave_its_own_alone() -> None:
 
 
 def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Path) -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.cli import main
 
     cpu = resolve("cpu")
@@ -263,8 +263,8 @@ def test_a_failing_check_names_the_divergence_and_a_working_replay(tmp_path: Pat
 
 
 def test_replay_hints_follow_the_backend_the_engine_and_the_oracle() -> None:
-    from graphcheck.backends.devices import resolve
     from graphcheck.backends.engine import Engine
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.setup import CheckSetup
 
     emulated_cuda = SimpleNamespace(name="cuda", emulated=True)

@@ -17,11 +17,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphcheck.backends.graphs import kernels, npu, torch_ops  # noqa: E402
-from graphcheck.backends.graphs.base import HostSyncInCapture  # noqa: E402
-from graphcheck.backends.graphs.npu_emulated import EmulatedNpu, emulated_npu_binding  # noqa: E402
-from graphcheck.backends.graphs.torch_ops import TorchOps  # noqa: E402
-from graphcheck.backends.graphs.warmup import op_hooks_in_warm_up, warm_up  # noqa: E402
+from graphcheck.capture import kernels, npu, torch_ops  # noqa: E402
+from graphcheck.capture.base import HostSyncInCapture  # noqa: E402
+from graphcheck.capture.npu_emulated import EmulatedNpu, emulated_npu_binding  # noqa: E402
+from graphcheck.capture.torch_ops import TorchOps  # noqa: E402
+from graphcheck.capture.warmup import op_hooks_in_warm_up, warm_up  # noqa: E402
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -101,7 +101,7 @@ def test_the_npu_runner_warms_up_without_hooks_on_a_device_and_with_them_emulate
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_runner_no_dispatch_mode_outside_the_capture(mode_entries: list[str]) -> None:
-    from graphcheck.backends.graphs.cuda import CudaGraphRunner
+    from graphcheck.capture.cuda import CudaGraphRunner
 
     runner = CudaGraphRunner(warmup_iters=2)
     x = torch.zeros(3, device="cuda")
@@ -120,7 +120,7 @@ def test_cuda_runner_no_dispatch_mode_outside_the_capture(mode_entries: list[str
 @pytest.mark.gpu
 @needs_cuda
 def test_a_cuda_lockstep_run_enters_dispatch_modes_only_in_captures(mode_entries: list[str]) -> None:
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.checker import Checker
     from graphcheck.check.engines import resolve_engine
     from graphcheck.search.builtin import demo_scenario

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.applicable import applicability
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.check.records import CheckOutcome, StepRecord

@@ -18,9 +18,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from graphcheck.backends.devices import resolve  # noqa: E402
 from graphcheck.backends.engine import Engine  # noqa: E402
 from graphcheck.backends.xp.torch_xp import TorchArrayOps  # noqa: E402
+from graphcheck.capture.devices import resolve  # noqa: E402
 from graphcheck.check.checker import Checker  # noqa: E402
 from graphcheck.check.engines import resolve_engine  # noqa: E402
 from graphcheck.search.builtin import demo_scenario  # noqa: E402

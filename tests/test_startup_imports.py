@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.backends.graphs import torch_ops
+from graphcheck.capture import torch_ops
 
 from _layers import slow
 

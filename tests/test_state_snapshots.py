@@ -7,12 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from graphcheck.backends.devices import resolve
+from graphcheck.adapter import engine_extras
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.buffers import SLOT_IDLE
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.check.engines import engine_from_factory
-from graphcheck.check.lockstep import Lockstep, supports_snapshots
+from graphcheck.check.lockstep import Lockstep
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.reference import make_weights
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, validate
@@ -175,7 +176,7 @@ def test_a_field_surviving_a_slots_reuse_is_found_the_step_it_is_left(cpu) -> No
 def test_the_snapshot_protocol_is_optional(cpu) -> None:
     scenario = demo_scenario(num_steps=3)
     lockstep = Lockstep(scenario, cpu, engine_factory=WithoutSnapshots)
-    assert not lockstep.snapshots and not supports_snapshots(lockstep.graph)
+    assert not lockstep.snapshots and not engine_extras(lockstep.graph).snapshots
     assert lockstep.run().steps_run == 3
 
 

@@ -26,7 +26,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine.transfer import overwrite, release_slots
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 from graphcheck.scenario import SEED_MODULUS, EngineConfig, Scenario, validate
 from graphcheck.strategies import scenarios
 from graphcheck.suites import SUITES

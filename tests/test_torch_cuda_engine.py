@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from graphcheck.backends.devices import resolve
 from graphcheck.backends.engine.faults import FAULTS
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.setup import CheckSetup

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import graphcheck
+from graphcheck.adapter import report_extras
 from graphcheck.buckets import BucketPolicy, Pad, PathPolicy, size_mask, sizes_of
 from graphcheck.check.bucket_check import check_unused_graph
 from graphcheck.contract import contract_named
@@ -95,7 +96,7 @@ def _info(tokens: int) -> SimpleNamespace:
 def test_an_eager_step_whose_padded_key_was_captured_wasted_a_graph(keyed, tokens, found):
     policy = BucketPolicy((PathPolicy("piecewise", (("tokens", Pad("sizes", step="capture_tokens")),)),), keyed=keyed)
     values = {"capture_tokens": size_mask((4, 8, 16))}
-    divergences = check_unused_graph(policy, 3, _info(tokens), {4: "g", 8: "g", 16: "g"}, values)
+    divergences = check_unused_graph(policy, 3, report_extras(_info(tokens)), {4: "g", 8: "g", 16: "g"}, values)
     assert bool(divergences) == found
     if found:
         assert divergences[0].tensor == "graph dispatch" and divergences[0].expected == 8

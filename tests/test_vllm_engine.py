@@ -51,7 +51,7 @@ def _cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def pooled():
     """(backend, engine factory, pool): one engine pool for the module, each configuration built once."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.engines import resolve_engine
     from graphcheck.check.pool import EnginePool
 

@@ -1,7 +1,7 @@
 """The xpu backend without a Kunlun device: the xpu runner on the emulated Paddle XPU graph API.
 
-``graphcheck.backends.graphs.xpu.XpuGraphRunner`` runs unchanged over
-``graphcheck.backends.graphs.xpu_emulated.EmulatedXpu`` (``--backend xpu --emulate``
+``graphcheck.capture.xpu.XpuGraphRunner`` runs unchanged over
+``graphcheck.capture.xpu_emulated.EmulatedXpu`` (``--backend xpu --emulate``
 uses it), so these tests drive the runner's own code path on paddle CPU tensors:
 its wiring (the order of its graph API calls), the emulator's graph semantics
 through it, each place where the emulated API refuses what Paddle on an XPU
@@ -21,12 +21,15 @@ paddle = pytest.importorskip("paddle")
 
 from test_graphs_paddle import PADDLE, T, add_into, host  # noqa: E402  (its paddle tensors and kernels)
 
-from graphcheck.backends import devices  # noqa: E402
-from graphcheck.backends.devices import available_backends, resolve  # noqa: E402
-from graphcheck.backends.graphs import kernels, paddle_ops  # noqa: E402
-from graphcheck.backends.graphs.base import CaptureError, HostSyncInCapture  # noqa: E402
-from graphcheck.backends.graphs.xpu import XpuGraph, XpuGraphRunner, load_xpu_binding  # noqa: E402
-from graphcheck.backends.graphs.xpu_emulated import EmulatedXpu  # noqa: E402
+from graphcheck.capture import (  # noqa: E402
+    devices,  # noqa: E402
+    kernels,
+    paddle_ops,
+)
+from graphcheck.capture.base import CaptureError, HostSyncInCapture  # noqa: E402
+from graphcheck.capture.devices import available_backends, resolve  # noqa: E402
+from graphcheck.capture.xpu import XpuGraph, XpuGraphRunner, load_xpu_binding  # noqa: E402
+from graphcheck.capture.xpu_emulated import EmulatedXpu  # noqa: E402
 from graphcheck.check.checker import check_scenario  # noqa: E402
 
 import _graph_harness as shared  # noqa: E402

@@ -111,9 +111,9 @@ from graphcheck.backends.engine.transfer import (
 from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
 from graphcheck.backends.engine.verify import verify_drafts
 from graphcheck.backends.engine.weights import load_weights
-from graphcheck.backends.graphs.base import iter_tensors, never_holds_tensors
 from graphcheck.backends.xp import make_ops
 from graphcheck.capabilities import EngineCapabilities
+from graphcheck.capture.base import iter_tensors, never_holds_tensors
 from graphcheck.contract import contract_named
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec
@@ -234,7 +234,7 @@ class Engine:
             "offsets_cut_short": self._fault(fault.OFFSETS_CUT_SHORT),
         }
         if isinstance(device, str):
-            from graphcheck.backends.devices import resolve
+            from graphcheck.capture.devices import resolve
 
             device = resolve(device)
         self.device = device

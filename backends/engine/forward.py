@@ -18,7 +18,7 @@ from graphcheck.backends.engine.float_weights import FloatWeights
 from graphcheck.backends.engine.paged import TokenLayout, gather_kv, last_rows, token_layout, write_kv
 from graphcheck.backends.engine.proposal import propose
 from graphcheck.backends.engine.sampling import EXACT_SCORE_SCALE
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 
 NPOS_WRAP = 16  # wrap() maps into -8..7
 

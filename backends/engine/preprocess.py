@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from graphcheck.backends.engine.blocks import SINK_BLOCK
 from graphcheck.backends.engine.buffers import PAD_TOKEN
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 
 
 def segments(xp, counts, num_tokens):

@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphcheck.backends.graphs.base import iter_tensors
+from graphcheck.capture.base import iter_tensors
 from graphcheck.errors import EngineError
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphcheck.backends.engine.rng import add_int64_rem, add_mod, uniform, uniform_open0
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 
 
 @dataclass

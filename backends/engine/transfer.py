@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphcheck.backends.engine.buffers import SLOT_IDLE
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 from graphcheck.contract import Contract
 
 # Column layout of AdmitBatch.ints.

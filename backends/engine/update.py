@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from graphcheck.backends.engine.sampling import running_mask
 from graphcheck.backends.engine.verify import eos_scan
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 
 
 @kernel

@@ -11,7 +11,7 @@ run at the first stop. Only running slots are written.
 from __future__ import annotations
 
 from graphcheck.backends.engine.sampling import first_true, running_mask
-from graphcheck.backends.graphs.kernels import kernel
+from graphcheck.capture.kernels import kernel
 from graphcheck.contract import ACCEPT_ALL_EOS_STANDIN
 
 

@@ -7,7 +7,14 @@ imported only when its facade is asked for.
 
 from __future__ import annotations
 
+import os
+
 from graphcheck.backends.xp.base import ArrayOps
+from graphcheck.capture.sites import add_machinery
+
+# The facade is machinery between the engine's kernels and the framework: op sites and a crash's
+# engine frame name the kernel's line that called it, not the facade's.
+add_machinery(os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_ops(framework: str = "torch", device: str = "cpu") -> ArrayOps:

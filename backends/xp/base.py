@@ -26,7 +26,7 @@ Rules that keep the facade portable (PaddlePaddle traps included):
 * No operation here caches tensors: a kernel may only touch its arguments and
   what it creates itself (the emulated graph runner checks this).
 * :meth:`to_host` is the only device-to-host path and announces itself through
-  ``graphcheck.backends.graphs.kernels.host_sync`` (a capture refuses it).
+  ``graphcheck.capture.kernels.host_sync`` (a capture refuses it).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Paddle traps this module absorbs, so the kernels stay framework-neutral:
 
 ``to_host`` announces itself through ``kernels.host_sync`` and refuses a
 storage an emulated capture poisoned (paddle has no dispatch hook that could
-refuse every read; see ``graphcheck.backends.graphs.paddle_ops``).
+refuse every read; see ``graphcheck.capture.paddle_ops``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 import paddle
 
-from graphcheck.backends.graphs.kernels import host_sync
-from graphcheck.backends.graphs.paddle_ops import check_not_poisoned
 from graphcheck.backends.xp.base import ArrayOps, Tensor
+from graphcheck.capture.kernels import host_sync
+from graphcheck.capture.paddle_ops import check_not_poisoned
 
 
 def _place(device: str):

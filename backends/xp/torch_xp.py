@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from graphcheck.backends.graphs.kernels import host_sync
 from graphcheck.backends.xp.base import ArrayOps, Tensor
+from graphcheck.capture.kernels import host_sync
 
 
 def _numpy_able(x: torch.Tensor) -> torch.Tensor:

@@ -289,7 +289,7 @@ def _resolved_run(
     part: str, name: str, backend_name: str, emulate: bool, cfg: CatalogSettings, work_dir: Path, emulator: str
 ) -> Any:
     """One part ("search" or "baseline") of one catalog job, in a fresh process."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     backend = resolve(backend_name, emulate=emulate, emulator=emulator)  # a real device: no CPU threads to pin
     return search_fault(name, backend, cfg, work_dir) if part == "search" else baseline_fault(name, backend, cfg)

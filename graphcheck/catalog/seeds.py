@@ -246,7 +246,7 @@ def _resolved_job(
     job: Job, backend_name: str, emulate: bool, cfg: SeedsSettings, work_dir: Path, emulator: str = "kernel"
 ) -> SeedRun:
     """One job in a worker process: the backend resolved there, torch on one thread."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
     from graphcheck.check.threads import single_threaded
 
     backend = resolve(backend_name, emulate=emulate, emulator=emulator)

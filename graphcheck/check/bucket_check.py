@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from graphcheck.adapter import GraphExtras, ReportExtras
 from graphcheck.buckets import BucketPolicy, PolicyError
 from graphcheck.check.diff import Divergence
 
@@ -44,11 +45,9 @@ def policy_values(
     return values
 
 
-def check_padding(policy: BucketPolicy, step: int, info: Any, values: Mapping[str, int]) -> list[Divergence]:
+def check_padding(policy: BucketPolicy, step: int, report: ReportExtras, values: Mapping[str, int]) -> list[Divergence]:
     """Policy-padded real sizes vs the sizes the engine replayed, on a step that used a graph."""
-    path = getattr(info, "path", None)
-    real = dict(getattr(info, "real_sizes", None) or {})
-    padded = dict(getattr(info, "padded_sizes", None) or {})
+    path, real, padded = report.path, report.real_sizes, report.padded_sizes
     try:
         want = policy.padded(path, real, values)
     except (KeyError, PolicyError) as exc:
@@ -74,11 +73,10 @@ def check_padding(policy: BucketPolicy, step: int, info: Any, values: Mapping[st
 
 
 def check_unused_graph(
-    policy: BucketPolicy, step: int, info: Any, graphs: Mapping[Any, Any], values: Mapping[str, int]
+    policy: BucketPolicy, step: int, report: ReportExtras, graphs: Mapping[Any, Any], values: Mapping[str, int]
 ) -> list[Divergence]:
     """On a step that ran eagerly: a captured graph of its padded key that it should have replayed."""
-    path = getattr(info, "path", None)
-    real = dict(getattr(info, "real_sizes", None) or {})
+    path, real = report.path, report.real_sizes
     if not policy.keyed or path is None or not real:
         return []
     try:
@@ -91,10 +89,9 @@ def check_unused_graph(
     return [Divergence("shape", step, "graph dispatch", PAIR, key, None, detail=detail + " (a wasted graph)")]
 
 
-def check_host_values(step: int, info: Any, graph: Any, label: str) -> list[Divergence]:
-    """The host values the replayed ``graph`` froze at capture vs those this step needs."""
-    frozen = getattr(graph, "host_values", None)
-    needed = getattr(info, "host_values", None)
+def check_host_values(step: int, report: ReportExtras, graph: GraphExtras, label: str) -> list[Divergence]:
+    """The host values the replayed graph froze at capture vs those this step needs."""
+    frozen, needed = graph.host_values, report.host_values
     if not frozen or not needed:
         return []
     found = []

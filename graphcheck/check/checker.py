@@ -40,7 +40,7 @@ from graphcheck.errors import DivergenceError
 from graphcheck.scenario import Scenario
 
 if TYPE_CHECKING:
-    from graphcheck.backends.devices import Device
+    from graphcheck.capture.devices import Device
 
 
 @functools.cache
@@ -269,7 +269,7 @@ def checker_for(
     faults: Sequence[str] = (),
 ) -> Checker:
     """The Checker of a backend by name (``--backend``, ``--emulate``, ``--emulator``; a BackendError when missing)."""
-    from graphcheck.backends.devices import resolve
+    from graphcheck.capture.devices import resolve
 
     return Checker(resolve(backend, emulate=emulate, emulator=emulator), engine, setup, tuple(faults))
 

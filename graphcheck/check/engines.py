@@ -87,7 +87,7 @@ class EngineChoice:
         """
         if self.capabilities.graph_api != "torch.cuda" or getattr(backend, "device", None) != "cpu":
             return contextlib.nullcontext()
-        from graphcheck.backends.graphs.cuda_emulation import patched
+        from graphcheck.capture.cuda_emulation import patched
 
         return patched(on_freed="keep")
 
@@ -194,6 +194,12 @@ def resolve_engine(spec: str | None = None) -> EngineChoice:
     return _choice(spec, factory, source, f"--engine {spec}")
 
 
+def builtin_factory() -> Any:
+    """The built-in engine's factory, resolved from its SPEC like any ``--engine`` (what a lockstep run
+    or a localisation builds when it is given no factory): graphcheck.check never imports it by name."""
+    return resolve_engine(BUILTIN).factory
+
+
 def engine_from_factory(factory: Any) -> EngineChoice:
     """The EngineChoice of a factory object (the pytest plugin's ``graphcheck_engine_factory`` override).
 
@@ -258,6 +264,7 @@ __all__ = [
     "SHIPPED",
     "EngineChoice",
     "EngineSpecError",
+    "builtin_factory",
     "engine_from_factory",
     "missing_methods",
     "registered_engines",

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphcheck.adapter import EngineFactory, captured_graphs, input_label
+from graphcheck.adapter import EngineFactory, captured_graphs, engine_extras, graph_extras, input_label
 from graphcheck.check import boundary
 from graphcheck.check.align import first_parting
 from graphcheck.check.call_diff import (
@@ -87,7 +87,7 @@ def _policy(first: Divergence) -> Localisation:
 
 
 def _cuda_emulated() -> bool:
-    from graphcheck.backends.graphs import cuda_emulation
+    from graphcheck.capture import cuda_emulation
 
     return cuda_emulation.active()
 
@@ -96,7 +96,7 @@ class _Run:
     """The scenario re-run up to step ``t`` with both engines traced (construction and step ``t``)."""
 
     def __init__(self, scenario: Scenario, backend: Any, faults: Sequence[str], factory: EngineFactory) -> None:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
         from graphcheck.reference import make_weights
 
         self.scenario = scenario
@@ -117,7 +117,7 @@ class _Run:
     def _run_through(self, earlier: Scenario) -> None:
         """Run ``earlier`` to its end on both engines (drain steps included), then reset them."""
         for engine in self.engines.values():
-            depth = getattr(engine, "pipeline_depth", 0)
+            depth = engine_extras(engine).pipeline_depth
             for t in range(earlier.num_steps + depth):
                 if t >= earlier.num_steps:
                     engine.drain(t)
@@ -131,18 +131,18 @@ class _Run:
         replay aten ops, so the eager calls must be aten ops too for the two to align)."""
         if not self.op_level:
             return self.traces[name]
-        from graphcheck.backends.graphs.op_trace import OpLevelTracer
+        from graphcheck.capture.op_trace import OpLevelTracer
 
         return OpLevelTracer(self.traces[name])
 
     def step(self, t: int, *, traced: bool) -> None:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
 
         for name, engine in self.engines.items():
             trace = self.traces[name]
             trace.start_phase(f"step {t}")
             with kernels.tracing(self.tracer(name)) if traced else nullcontext():
-                if t >= self.scenario.num_steps:  # a pipelined engine's drain step (Lockstep._drain)
+                if t >= self.scenario.num_steps:  # a pipelined engine's drain step (Lockstep._run)
                     engine.drain(t)
                     continue
                 apply_events(engine, self.scenario, t)
@@ -233,7 +233,8 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
     pointers = _stale_pointers(engine, first.tensor)
     status = "freed" if first.actual is None else "rebound"
     for _, _, graph in captured_graphs(engine):
-        calls = getattr(graph, "kernel_calls", None)
+        extras = graph_extras(graph)
+        calls = extras.kernel_calls
         if calls is None:
             continue
         for fn, args, kwargs in calls():
@@ -249,7 +250,7 @@ def _graph_input(run: _Run, first: Divergence) -> Localisation | None:
                     argument=path,
                     buffer=None if first.tensor.startswith("<") else first.tensor,
                     position=f"step {first.step}",
-                    where=f"inside {getattr(graph, 'label', 'a graph')}",
+                    where=f"inside {extras.label}",
                     expected=first.expected,
                     actual=first.actual,
                     source_file=relative_path(source),
@@ -314,9 +315,9 @@ def localise(
         return _from_traceback(outcome, first)
     if first.kind == "shape" and (first.tensor in _POLICY_TENSORS or first.tensor.startswith(_POLICY_PREFIXES)):
         return _policy(first)
-    from graphcheck.backends.engine import Engine
+    from graphcheck.check.engines import builtin_factory
 
-    factory = engine_factory or Engine
+    factory = engine_factory or builtin_factory()
     run = _Run(outcome.scenario, backend, faults, factory)
     t = first.step
     for s in range(t):

@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from graphcheck.adapter import factory_extras
 from graphcheck.contract import CONTRACT_NAMES
 from graphcheck.display import one_line
 from graphcheck.errors import InputError
@@ -116,7 +117,7 @@ def reference_memory(config: EngineConfig, requests: Sequence[RequestSpec] = ())
 
 def estimate(factory: Any, config: EngineConfig, requests: Sequence[RequestSpec] = ()) -> MemoryEstimate | None:
     """The factory's estimate of a lockstep run with the reference's part added; None without the member."""
-    member = getattr(factory, "memory_estimate", None)
+    member = factory_extras(factory).memory_estimate
     if member is None:
         return None
     engines = _engines_estimate(factory, member, config, requests)
@@ -127,7 +128,7 @@ def estimate(factory: Any, config: EngineConfig, requests: Sequence[RequestSpec]
 def admit(scenario: Scenario, factory: Any, limit: int | None = None) -> MemoryEstimate | None:
     """The estimate of ``scenario`` on ``factory``'s engines (None when it has no ``memory_estimate``);
     MemoryLimitError when it is above ``limit`` (default: ``engine_memory_limit()``)."""
-    if getattr(factory, "memory_estimate", None) is None:
+    if factory_extras(factory).memory_estimate is None:
         return None
     if limit is None:
         limit = engine_memory_limit()
@@ -166,7 +167,7 @@ def least_configs() -> list[EngineConfig]:
 def smallest_run(factory: Any, prepare: Callable[[Scenario], Scenario]) -> MemoryEstimate | None:
     """The least estimate a scenario can have on ``factory`` (None without ``memory_estimate``): over
     :func:`least_configs` as ``prepare`` makes them run (a Checker's: its model, fitted to the engine)."""
-    if getattr(factory, "memory_estimate", None) is None:
+    if factory_extras(factory).memory_estimate is None:
         return None
     configs = {prepare(Scenario(config, (), num_steps=1)).config for config in least_configs()}
     found = [e for e in (estimate(factory, config) for config in configs) if e is not None]
@@ -216,7 +217,7 @@ def _engines_estimate(factory: Any, member: Any, config: EngineConfig, requests:
 
 def _engine_label(factory: Any) -> str:
     """Whose estimate it is: the built-in engine's (its subclasses' too), else the factory's name."""
-    member = getattr(factory, "memory_estimate", None)
+    member = factory_extras(factory).memory_estimate
     if getattr(member, "__module__", None) == "graphcheck.backends.engine.memory":
         return "the built-in engine"
     name = getattr(factory, "__name__", None) or type(factory).__name__

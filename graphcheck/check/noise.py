@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from graphcheck.adapter import engine_extras
 from graphcheck.check.numeric import TOLERANCES, Tolerance, relative_difference
 from graphcheck.driver import apply_events
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
@@ -239,8 +240,8 @@ def _probe_run(factory: Callable[..., Any], backend: Any, scenario: Scenario, we
     for t in range(scenario.num_steps):
         apply_events(engine, scenario, t)
         take(engine.step(t, scenario.accept_overrides_at(t)))
-    for t in range(scenario.num_steps, scenario.num_steps + getattr(engine, "pipeline_depth", 0)):
-        take(engine.drain(t))  # a pipelined engine's batches still in flight (as Lockstep._drain)
+    for t in range(scenario.num_steps, scenario.num_steps + engine_extras(engine).pipeline_depth):
+        take(engine.drain(t))  # a pipelined engine's batches still in flight (as Lockstep._run)
     return produced
 
 

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from graphcheck.adapter import engine_extras
 from graphcheck.check.watchdog import EngineHung
 from graphcheck.errors import EngineAbortedError
 from graphcheck.scenario import EngineConfig
@@ -55,7 +56,7 @@ class PoolKey:
 
 def supports_reset(engine: Any) -> bool:
     """Whether ``engine`` implements the optional ``reset()`` (``graphcheck.adapter.Resettable``)."""
-    return callable(getattr(engine, "reset", None))
+    return engine_extras(engine).resettable
 
 
 class EnginePool:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graphcheck.adapter import captured_graphs
+from graphcheck.adapter import EngineExtras, captured_graphs, engine_extras
 from graphcheck.check.state_diff import differing_rows
 from graphcheck.state import EngineState
 
@@ -143,7 +143,7 @@ def _source_of_code(code: Any) -> tuple[str | None, int | None]:
 def source_of(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
     """The file and first line of ``fn``'s definition (its first decorator), where Python can tell.
 
-    A recorded op (``__graphcheck_site__``, an ``OpSite``: see ``backends.graphs.op_graphs.op_call``)
+    A recorded op (``__graphcheck_site__``, an ``OpSite``: see ``graphcheck.capture.op_graphs.op_call``)
     gives the engine's line that issued it instead."""
     site = getattr(fn, "__graphcheck_site__", None)
     if site is not None:
@@ -193,6 +193,7 @@ class KernelTrace:
         self.phase = "construction"
         self._index = 0
         self.engine: Any = None
+        self._extras = EngineExtras()  # the bound engine's optional members
         self._names: dict[int, str] = {}  # id(tensor) -> buffer name
         self._by_ptr: dict[int, str] = {}  # current data_ptr -> buffer name
         self._by_view: dict[tuple[int, tuple[int, ...]], str] = {}  # (data_ptr, shape) -> buffer name
@@ -202,6 +203,7 @@ class KernelTrace:
     def bind(self, engine: Any) -> None:
         """From now on, name tensors after ``engine``'s buffers and snapshot its state around calls."""
         self.engine = engine
+        self._extras = engine_extras(engine)
         self.refresh_names()
         for call in self.calls:  # construction calls: name their arguments now
             for arg in call.args:
@@ -236,7 +238,7 @@ class KernelTrace:
 
     # ------------------------------------------------------------------ KernelTracer
     def trace_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, *, graph: str | None) -> Any:
-        from graphcheck.backends.graphs import kernels
+        from graphcheck.capture import kernels
 
         opaque = getattr(fn, "__self__", None) is not None and not args and not kwargs and graph is not None
         name = graph if opaque else getattr(fn, "__qualname__", repr(fn))
@@ -263,8 +265,8 @@ class KernelTrace:
     def _snapshot(self) -> EngineState | None:
         """The bound engine's state now; None before binding, or for an engine without state snapshots
         (the trace then compares calls by their arguments alone)."""
-        snapshot = getattr(self.engine, "state_snapshot", None)
-        return snapshot(during_step=True) if callable(snapshot) else None
+        snapshot = self._extras.state_snapshot
+        return snapshot(during_step=True) if snapshot is not None else None
 
     def _arg_before(self, path: str, value: Any, graph: str | None) -> ArgRecord:
         if not is_tensor(value):

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes

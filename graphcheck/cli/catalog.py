@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.engines import EngineChoice, resolve_engine
 from graphcheck.check.honoured import check_honoured
 from graphcheck.cli import exitcodes

@@ -9,7 +9,7 @@ from graphcheck.cli.console import make_console
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    from graphcheck.backends.devices import available_backends
+    from graphcheck.capture.devices import available_backends
     from graphcheck.cli.console import doctor_table
 
     make_console().print(doctor_table(available_backends()))

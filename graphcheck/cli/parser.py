@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from graphcheck.backends.devices import BACKENDS, EMULATORS
+from graphcheck.capture.devices import BACKENDS, EMULATORS
 from graphcheck.cli import exitcodes
 from graphcheck.errors import InputError
 

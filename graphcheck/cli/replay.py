@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from graphcheck import github
-from graphcheck.backends.devices import resolve
+from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.check.engines import resolve_engine
 from graphcheck.check.memory_gate import admit, engine_memory_limit

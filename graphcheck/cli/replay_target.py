@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from graphcheck.backends.devices import EMULATORS
+from graphcheck.capture.devices import EMULATORS
 from graphcheck.check.oracles import ORACLE_CHOICES
 from graphcheck.errors import InputError
 from graphcheck.scenario import read_regular_file

@@ -3,7 +3,7 @@
 Real engines call ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` directly rather
 than a graph runner of graphcheck's. This adapter gives the built-in engine that
 shape (its graphs go through
-:class:`~graphcheck.backends.graphs.torch_cuda_api.TorchCudaApiRunner`) and
+:class:`~graphcheck.capture.torch_cuda_api.TorchCudaApiRunner`) and
 declares ``graph_api="torch.cuda"``, so graphcheck treats it as it treats such an
 engine: on the ``cpu`` backend every run happens inside
 ``graphcheck.emulate.cuda_graphs()`` (the op-level emulator), on ``cuda`` the
@@ -21,7 +21,7 @@ from graphcheck.backends.engine import Engine as BuiltinEngine
 
 
 def _torch_cuda_runner() -> Any:
-    from graphcheck.backends.graphs.torch_cuda_api import TorchCudaApiRunner
+    from graphcheck.capture.torch_cuda_api import TorchCudaApiRunner
 
     return TorchCudaApiRunner()
 

@@ -121,7 +121,7 @@ class ResolvedPlan:
 
     @property
     def backend(self) -> Any:
-        """The backend's device (``graphcheck.backends.devices.Device``)."""
+        """The backend's device (``graphcheck.capture.devices.Device``)."""
         return self.checker.backend
 
 

@@ -325,7 +325,7 @@ class Engine:
         if not self._emulated:
             yield
             return
-        from graphcheck.backends.graphs.cuda_emulation import patched
+        from graphcheck.capture.cuda_emulation import patched
         from graphcheck.emulate import module_paths
 
         with patched(
@@ -341,7 +341,7 @@ class Engine:
         a CPU, for the graph engine and for an eager engine with async batching (its streams and events)."""
         if not (self._emulated or (self.pipelined and self._on_cpu)):
             return contextlib.nullcontext()
-        from graphcheck.backends.graphs.cuda_emulation import patched
+        from graphcheck.capture.cuda_emulation import patched
 
         return patched(hooks=self.shim.cpu_hooks(), on_freed="keep")
 
@@ -527,7 +527,7 @@ class Engine:
             table = raw.graph
             table.name_inputs(self._names())
         else:
-            from graphcheck.backends.graphs.capture_observer import ObservedGraph
+            from graphcheck.capture.capture_observer import ObservedGraph
 
             table = ObservedGraph(raw, self._observed_inputs, outputs=None, label=f"hf-cb graph {name}")
         self._graphs[name] = KeyGraphs(name, KeyedGraph(table, dict(self._capture_values)))
@@ -614,7 +614,7 @@ class Engine:
     def memory_bytes(self) -> int:
         if self.device.startswith("cuda"):
             return int(self.torch.cuda.memory_allocated())
-        from graphcheck.backends.graphs.base import bytes_held_by
+        from graphcheck.capture.base import bytes_held_by
 
         storages = {
             t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.buffer_tensors().values()

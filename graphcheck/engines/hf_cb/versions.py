@@ -84,7 +84,7 @@ def _async_hooks() -> dict[str, Any]:
     """5.23's async IO on the CPU: the CPU admitted as its device, its streams, stream scopes and events
     the emulator's (bookkeeping only: CPU work is synchronous, so this runs the double-buffered logic
     and the carry-over, not the races between streams)."""
-    from graphcheck.backends.graphs.cuda_emulation import module as emulated
+    from graphcheck.capture.cuda_emulation import module as emulated
 
     def create_stream(device: Any = None) -> Any:
         return emulated.Stream(device)

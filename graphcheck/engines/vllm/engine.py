@@ -218,7 +218,7 @@ class Engine:
         eager breaks reading unreplayed outputs as a GPU reads uninitialised memory."""
         if not self.use_graphs:
             return contextlib.nullcontext()
-        from graphcheck.backends.graphs.cuda_emulation import patched
+        from graphcheck.capture.cuda_emulation import patched
 
         return patched(on_freed="keep", on_unreplayed="uninitialised", sites=False)
 
@@ -445,7 +445,7 @@ class Engine:
 
     def memory_bytes(self) -> int:
         """The storages the engine held once built (buffers, caches, weights) and what its graphs keep."""
-        from graphcheck.backends.graphs.base import bytes_held_by
+        from graphcheck.capture.base import bytes_held_by
 
         storages = {
             t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()

@@ -16,8 +16,8 @@ contract is that a capture leaves no side effects, so:
   region's own allocations (paddle has no op hook that would; for torch the
   dispatch mode already did, so noting them again changes nothing).
 
-Both refuse :func:`~graphcheck.backends.graphs.kernels.host_sync` and issue kernels through
-:func:`~graphcheck.backends.graphs.kernels.launch`.
+Both refuse :func:`~graphcheck.capture.kernels.host_sync` and issue kernels through
+:func:`~graphcheck.capture.kernels.launch`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Paddle side of graph emulation: storage handles, poison, host-sync refusal.
 
 :class:`PaddleOps` implements the ``FrameworkOps`` protocol of
-:mod:`graphcheck.backends.graphs.emulated` for paddle tensors, so ``EmulatedRunner(PaddleOps())``
+:mod:`graphcheck.capture.emulated` for paddle tensors, so ``EmulatedRunner(PaddleOps())``
 replays the engine's kernels on Paddle CPU tensors with the emulator's semantics.
 Paddle has no dispatch mode, so three things work differently from ``TorchOps``:
 

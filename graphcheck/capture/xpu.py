@@ -3,7 +3,7 @@
 On a Paddle-XPU build, ``paddle.device.cuda.graphs.CUDAGraph(place=paddle.XPUPlace(i))``
 captures XPU graphs (docs/bug-classes.md covers the traps): ``capture_begin()``, the region,
 ``capture_end()``, then ``replay()``; ``reset()`` frees the graph. The recipe follows
-FastDeploy's XPU capture loop and :mod:`graphcheck.backends.graphs.cuda`:
+FastDeploy's XPU capture loop and :mod:`graphcheck.capture.cuda`:
 
 * warm up: run the region ``warmup_iters`` times for real, with a kernel observer
   that snapshots every pre-existing storage a kernel touches before its first touch;
@@ -15,14 +15,14 @@ FastDeploy's XPU capture loop and :mod:`graphcheck.backends.graphs.cuda`:
 * restore the snapshots and synchronise, so the capture leaves no side effects.
 
 The warm-up and capture observers are shared with the other device runners
-(:mod:`graphcheck.backends.graphs.warmup`).
+(:mod:`graphcheck.capture.warmup`).
 
 Default memory pool and ``thread_local`` mode, as FastDeploy uses them.
 
 **Where the graph API comes from.** The runner uses only the names listed on
 :class:`XpuBinding`. :func:`load_xpu_binding` builds the real one from paddle (imported
-then, and only when paddle reports an XPU: ``graphcheck.backends.devices``);
-:mod:`graphcheck.backends.graphs.xpu_emulated` builds a stand-in on the CPU for
+then, and only when paddle reports an XPU: ``graphcheck.capture.devices``);
+:mod:`graphcheck.capture.xpu_emulated` builds a stand-in on the CPU for
 ``--backend xpu --emulate``, so this same capture and replay code runs without a
 Kunlun device. A graph that can replay call by call (the stand-in's) is replayed
 that way under a kernel trace; a real one is one opaque launch.

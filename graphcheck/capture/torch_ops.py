@@ -1,7 +1,7 @@
 """The torch side of graph emulation: dispatch modes, storage handles, poison.
 
 :class:`TorchOps` implements the ``FrameworkOps`` protocol of
-:mod:`graphcheck.backends.graphs.emulated` for torch tensors. During a capture its
+:mod:`graphcheck.capture.emulated` for torch tensors. During a capture its
 dispatch mode refuses host syncs, tracks what the region allocates and, for
 the emulator, rejects device work outside a kernel or on tensors a kernel was
 not given. Importing this module does not import torch.

@@ -1,8 +1,8 @@
 """torch_npu ``NPUGraph`` (ACL graphs on Ascend) behind the :class:`GraphRunner` interface.
 
 torch_npu's graph API mirrors torch.cuda's (see docs/bug-classes.md for the traps), so capture
-follows :mod:`graphcheck.backends.graphs.cuda`: warm the region up on a side stream with
-snapshots (:mod:`graphcheck.backends.graphs.warmup`), capture it on that stream inside
+follows :mod:`graphcheck.capture.cuda`: warm the region up on a side stream with
+snapshots (:mod:`graphcheck.capture.warmup`), capture it on that stream inside
 ``torch.npu.graph(graph, pool=...)`` with a kernel observer that records the
 static-input table and refuses host syncs, restore the snapshots, synchronise.
 All captures of one runner share one pool (``graph_pool_handle()``), so they
@@ -12,7 +12,7 @@ replay in capture order and never concurrently, as the engine does.
 that ACL bakes into the captured task (fused attention's ``actual_seq_lengths``
 lists); vllm-ascend's full-graph mode re-issues those ops before each replay
 through a task update. Here such a value is a kernel argument wrapped in
-:class:`~graphcheck.backends.graphs.kernels.HostParam`. During capture each kernel call
+:class:`~graphcheck.capture.kernels.HostParam`. During capture each kernel call
 with host parameters runs as vllm-ascend's attention does: an ``ExternalEvent``
 wait and reset on the capture stream, then the call between
 ``graph_task_group_begin`` and ``graph_task_group_end``, whose handle the
@@ -31,14 +31,14 @@ it patches the captured tasks on the captured addresses. The runner refuses
 one that allocates, at capture. A task keeps weak references to the
 pre-existing tensors it was called with (vllm-ascend keeps weak ones too), so
 it never keeps a buffer alive that the engine let go; updating a task whose
-buffer is gone raises :class:`~graphcheck.backends.graphs.base.CaptureError`.
+buffer is gone raises :class:`~graphcheck.capture.base.CaptureError`.
 
 **Where torch.npu comes from.** torch_npu is imported only by
 :func:`load_npu_binding`, the one seam through which the npu backend finds its
 device module (never at import time: installing torch_npu without the Ascend
 toolkit breaks ``import torch``). The runner uses only the ``torch.npu`` names
 listed on :class:`NpuBinding`, so a stand-in can take its place: the emulated
-NPU module (:mod:`graphcheck.backends.graphs.npu_emulated`, for ``--backend npu
+NPU module (:mod:`graphcheck.capture.npu_emulated`, for ``--backend npu
 --emulate``) and, in tests, a shim over ``torch.cuda``.
 """
 
@@ -134,7 +134,7 @@ class _TensorRef:
 
 
 class _RefOps:
-    """Lets :func:`~graphcheck.backends.graphs.emulated.rebuild` map a task's ``_TensorRef`` leaves."""
+    """Lets :func:`~graphcheck.capture.emulated.rebuild` map a task's ``_TensorRef`` leaves."""
 
     @staticmethod
     def is_tensor(obj: Any) -> bool:

@@ -1,19 +1,19 @@
 """Paddle's XPU graph API on the CPU emulator, for the xpu runner without a Kunlun device.
 
-``--backend xpu --emulate`` (and CI) run :class:`~graphcheck.backends.graphs.xpu.XpuGraphRunner`
+``--backend xpu --emulate`` (and CI) run :class:`~graphcheck.capture.xpu.XpuGraphRunner`
 unchanged over :class:`EmulatedXpu`, so the runner's own code path runs on paddle
 CPU tensors: warm-up with snapshots, the synchronise before capture,
 ``CUDAGraph(place=..., mode="thread_local")``, ``capture_begin``, the region under
 the runner's observer, ``capture_end`` (also on the failure path, then ``reset``),
 restoring the snapshots, replay. Captures are the emulator's
-(:class:`~graphcheck.backends.graphs.emulated.EmulatedCapture` over
-:class:`~graphcheck.backends.graphs.paddle_ops.PaddleOps`, installed as the *device
+(:class:`~graphcheck.capture.emulated.EmulatedCapture` over
+:class:`~graphcheck.capture.paddle_ops.PaddleOps`, installed as the *device
 recorder* that the runner's observer launches kernels through), so replays have the
 emulator's semantics: frozen arguments, stale reads of rebound buffers, outputs
 poisoned until the first replay (checked on ``xp.to_host``), host syncs refused.
 
 Where Paddle on an XPU would fail, this module raises
-:class:`~graphcheck.backends.graphs.base.CaptureError`:
+:class:`~graphcheck.capture.base.CaptureError`:
 
 * ``capture_begin`` while a capture is under way: the same graph's (twice) or
   another's (captures do not nest); or on a graph already captured and not reset;

@@ -11,10 +11,10 @@ capture leaves no side effects, the runner snapshots every pre-existing
 storage a kernel touches during warmup (a kernel observer sees the arguments)
 and copies the snapshots back after capture, then synchronises (the warm-up
 and capture observers are shared with the other device runners:
-:mod:`graphcheck.backends.graphs.warmup`).
+:mod:`graphcheck.capture.warmup`).
 
 During capture a kernel observer records each kernel's arguments for the
-static-input table and refuses :func:`~graphcheck.backends.graphs.kernels.host_sync`; a
+static-input table and refuses :func:`~graphcheck.capture.kernels.host_sync`; a
 torch dispatch mode refuses host syncs (``.item()``, ``bool(t)``, device to
 host copies, data-dependent sizes) *before* they reach CUDA and invalidate the
 capture, and tracks which storages the capture allocated. Unlike the emulator

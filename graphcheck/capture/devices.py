@@ -6,10 +6,10 @@ emulated graph runner, for machines without the hardware. ``cpu`` is always
 torch on the CPU with the emulated runner. ``xpu`` is PaddlePaddle on a Kunlun
 XPU place with Paddle's CUDAGraph runner; with ``--emulate`` it is Paddle on the CPU
 with that same runner driving the emulated XPU graph API
-(``graphcheck.backends.graphs.xpu_emulated``), reported as ``xpu-emulated``. ``npu`` is torch with
-torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``graphcheck.backends.graphs.npu``);
+(``graphcheck.capture.xpu_emulated``), reported as ``xpu-emulated``. ``npu`` is torch with
+torch_npu on an Ascend NPU and the ``NPUGraph`` runner (``graphcheck.capture.npu``);
 with ``--emulate`` it is torch on the CPU with that same runner driving the
-emulated NPU device module (``graphcheck.backends.graphs.npu_emulated``), so the runner's
+emulated NPU device module (``graphcheck.capture.npu_emulated``), so the runner's
 pool, task groups and update hook run too; reports name it ``npu-emulated``.
 
 User errors (an unknown name, a missing framework or device) raise
@@ -17,7 +17,7 @@ User errors (an unknown name, a missing framework or device) raise
 ``BackendUnavailableError``), both :class:`BackendError`: their message is the
 whole story, for the CLI to print without a traceback. Frameworks are imported only when a backend needs them
 (paddle only for ``xpu`` and by :func:`available_backends`). torch_npu is
-imported only by ``resolve("npu")`` (through ``graphcheck.backends.graphs.npu.load_npu_binding``)
+imported only by ``resolve("npu")`` (through ``graphcheck.capture.npu.load_npu_binding``)
 and by :func:`available_backends` when the Ascend toolkit is present: installing
 it without the toolkit breaks ``import torch``, so doctor then reads only its
 package metadata and the ``/dev/davinci*`` device nodes.
@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from graphcheck.errors import BackendUnavailableError, GraphcheckError, InputError
 
-from .graphs.base import GraphRunner
+from .base import GraphRunner
 
 BACKENDS = ("cpu", "cuda", "npu", "xpu")
 #: Graph emulators for the torch CPU backends (``--emulator``): the kernel-level
@@ -149,25 +149,25 @@ def _load_torch(backend: str) -> Any:
 
 
 def _emulated_runner() -> GraphRunner:
-    from .graphs.emulated import EmulatedRunner
+    from .emulated import EmulatedRunner
 
     return EmulatedRunner()
 
 
 def _op_runner() -> GraphRunner:
-    from .graphs.op_graphs import OpGraphRunner
+    from .op_graphs import OpGraphRunner
 
     return OpGraphRunner()
 
 
 def _cuda_runner() -> GraphRunner:
-    from .graphs.cuda import CudaGraphRunner
+    from .cuda import CudaGraphRunner
 
     return CudaGraphRunner()
 
 
 def _cuda_trace_runner() -> GraphRunner:
-    from .graphs.cuda import CudaGraphRunner
+    from .cuda import CudaGraphRunner
 
     return CudaGraphRunner(per_kernel=True)
 
@@ -227,15 +227,15 @@ def _no_xpu_reason(paddle: Any) -> str:
 
 def _xpu_emulated_runner() -> GraphRunner:
     """The xpu runner over a fresh emulated XPU graph API; one warm-up run (on the CPU it only costs time)."""
-    from .graphs.xpu import XpuGraphRunner
-    from .graphs.xpu_emulated import emulated_xpu_binding
+    from .xpu import XpuGraphRunner
+    from .xpu_emulated import emulated_xpu_binding
 
     return XpuGraphRunner(emulated_xpu_binding(), warmup_iters=1)
 
 
 def _xpu_runner_for(device: str) -> Callable[[], GraphRunner]:
     def factory() -> GraphRunner:
-        from .graphs.xpu import XpuGraphRunner, load_xpu_binding
+        from .xpu import XpuGraphRunner, load_xpu_binding
 
         return XpuGraphRunner(load_xpu_binding(device))
 
@@ -315,8 +315,8 @@ _NPU_EMULATE_HINT = (
 
 
 def _npu_binding() -> Any:
-    """torch_npu's binding through the seam in backends.graphs.npu, or BackendUnavailable."""
-    from .graphs import npu
+    """torch_npu's binding through the seam in graphcheck.capture.npu, or BackendUnavailable."""
+    from . import npu
 
     try:
         return npu.load_npu_binding()
@@ -328,7 +328,7 @@ def _npu_binding() -> Any:
 
 def _npu_runner_for(binding: Any) -> Callable[[], GraphRunner]:
     def factory() -> GraphRunner:
-        from .graphs.npu import NpuGraphRunner
+        from .npu import NpuGraphRunner
 
         return NpuGraphRunner(binding)
 
@@ -337,8 +337,8 @@ def _npu_runner_for(binding: Any) -> Callable[[], GraphRunner]:
 
 def _npu_emulated_runner() -> GraphRunner:
     """The npu runner over a fresh emulated NPU module; one warm-up run (on the CPU it only costs time)."""
-    from .graphs.npu import NpuGraphRunner
-    from .graphs.npu_emulated import emulated_npu_binding
+    from .npu import NpuGraphRunner
+    from .npu_emulated import emulated_npu_binding
 
     return NpuGraphRunner(emulated_npu_binding(), warmup_iters=1)
 

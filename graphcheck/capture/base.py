@@ -1,7 +1,7 @@
 """The graph-runner interface every device backend implements.
 
 A :class:`GraphRunner` captures a region (a zero-argument callable made of
-:func:`~graphcheck.backends.graphs.kernels.kernel` calls) into a :class:`Graph`; replaying
+:func:`~graphcheck.capture.kernels.kernel` calls) into a :class:`Graph`; replaying
 the graph re-runs the region's device work on the tensors it saw at capture.
 
 The part of a capture graphcheck audits is its *static-input table*: every

@@ -4,9 +4,10 @@ An op-level capture records thousands of aten ops; a person reading "the op
 that first diverged" or "the host sync that broke the capture" needs the line
 of *their* code that issued it, and the ``nn.Module`` it ran under. This module
 finds the line (:func:`user_frame`); the module path comes from the recorder's
-module hooks. Frames in torch, paddle, ``contextlib`` and graphcheck's graph
-package (and the built-in engine's ``backends/xp`` array shims) are skipped: they are the
-machinery between the engine and the op.
+module hooks. Frames in torch, paddle, ``contextlib``, graphcheck's capture
+package and the folders an engine declares as machinery (:func:`add_machinery`: the
+built-in engine's ``backends/xp`` array shims) are skipped: they are the machinery
+between the engine and the op.
 """
 
 from __future__ import annotations
@@ -54,13 +55,32 @@ class OpSite:
         return " ".join(parts)
 
 
+#: Folders an engine declared as machinery (:func:`add_machinery`), each ending in the path separator.
+_DECLARED: list[str] = []
+
+
+def add_machinery(folder: str) -> None:
+    """Declare ``folder`` machinery: its frames are skipped as this package's are, and a crash's engine
+    frame is never in it. For an engine's own shims between its code and the framework (the built-in
+    engine's array facade, ``backends/xp``: the line that matters is the engine's call of
+    ``xp.copy_(dst, src)``, not the facade's). The capture package never imports an engine: the
+    engine declares its folder when it is imported."""
+    path = os.path.join(os.path.abspath(folder), "")
+    if path not in _DECLARED:
+        _DECLARED.append(path)
+        _machinery_dirs.cache_clear()
+        _is_machinery.cache_clear()
+
+
+def machinery_folders() -> tuple[str, ...]:
+    """This package's folder and those declared with :func:`add_machinery`."""
+    return (os.path.join(os.path.dirname(os.path.abspath(__file__)), ""), *_DECLARED)
+
+
 @functools.cache
 def _machinery_dirs() -> tuple[str, ...]:
     """Folders whose frames are machinery, not the engine's code."""
-    graphs = os.path.dirname(os.path.abspath(__file__))
-    # The built-in engine's array shims (backends/xp: xp.copy_(dst, src) and the like) are machinery too:
-    # the line that matters is the engine's call of them.
-    dirs = [graphs + os.sep, os.path.join(os.path.dirname(graphs), "xp") + os.sep, os.path.abspath(contextlib.__file__)]
+    dirs = [*machinery_folders(), os.path.abspath(contextlib.__file__)]
     for name in ("torch", "paddle"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):

@@ -3,7 +3,7 @@
 CPU-only CI has no CUDA graphs, so :class:`EmulatedRunner` gives a region the
 semantics a real capture would:
 
-* **capture** runs the region once with a :class:`~graphcheck.backends.graphs.kernels.KernelObserver`
+* **capture** runs the region once with a :class:`~graphcheck.capture.kernels.KernelObserver`
   installed and records each outermost kernel call: the function, its tensor
   arguments by identity and everything else by value (containers and
   dataclasses are copied, so rebinding a field later is not seen). The
@@ -347,7 +347,7 @@ class EmulatedCapture:
 
     :meth:`recording` installs the recorder (as the kernel observer, or with
     ``as_device`` as the device recorder that a runner's own observer
-    launches kernels through, see :func:`~graphcheck.backends.graphs.kernels.launch`) and
+    launches kernels through, see :func:`~graphcheck.capture.kernels.launch`) and
     the framework's capture hooks, and on the way out restores every storage
     the region touched. :meth:`finish` turns the recording into a graph.
     """

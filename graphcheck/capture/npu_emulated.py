@@ -1,16 +1,16 @@
 """A ``torch.npu``-like graph API on the CPU emulator, for the npu runner without an Ascend device.
 
-``--backend npu --emulate`` (and CI) run :class:`~graphcheck.backends.graphs.npu.NpuGraphRunner`
+``--backend npu --emulate`` (and CI) run :class:`~graphcheck.capture.npu.NpuGraphRunner`
 unchanged over :class:`EmulatedNpu`, so the runner's own wiring (shared pool,
 side-stream capture, task groups, ExternalEvent ordering, the update hook,
 replay) runs on every CPU. Captures are the emulator's
-(:class:`~graphcheck.backends.graphs.emulated.EmulatedCapture`, installed as the *device
+(:class:`~graphcheck.capture.emulated.EmulatedCapture`, installed as the *device
 recorder* that the runner's observer launches kernels through), so replays have
 the emulator's semantics: frozen arguments, stale reads of rebound buffers,
 outputs poisoned until the first replay, escaped ops and host syncs refused.
 
 Where torch_npu would fail or hang, this module raises
-:class:`~graphcheck.backends.graphs.base.CaptureError`:
+:class:`~graphcheck.capture.base.CaptureError`:
 
 * ``capture_begin`` on the default stream, or while another capture is under way;
 * ``graph_task_group_begin``/``_end`` outside a capture on the capturing stream,
