@@ -14,6 +14,17 @@ def _numpy_able(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype == torch.bfloat16 else x
 
 
+_NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {}
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """NumPy's dtype for a torch dtype NumPy has (looked up once per dtype)."""
+    found = _NUMPY_DTYPES.get(dtype)
+    if found is None:
+        found = _NUMPY_DTYPES[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return found
+
+
 def _host_view(x: torch.Tensor) -> np.ndarray:
     """``_numpy_able(x.detach()).numpy()`` of a CPU tensor: a view of its memory (float32 copy for bfloat16).
 
@@ -94,13 +105,14 @@ class TorchArrayOps(ArrayOps):
             return [self.to_host(x) for x in xs]
         host_sync("to_host")
         xs = [_numpy_able(x.detach()) for x in xs]
-        flat = [x.contiguous().reshape(-1).view(torch.uint8) for x in xs]
-        data = torch.cat(flat).cpu().numpy()
+        # reshape(-1) is contiguous (a view, or a copy of a strided tensor): its bytes can be viewed
+        flat = [x.reshape(-1).view(torch.uint8) for x in xs]
+        data = torch.cat(flat).cpu().numpy()  # a fresh host array: views of it alias no device memory
         out, start = [], 0
         for x, f in zip(xs, flat):
-            n = int(f.numel())
-            dtype = torch.empty(0, dtype=x.dtype).numpy().dtype
-            out.append(data[start : start + n].view(dtype).reshape(tuple(x.shape)).copy())
+            n = f.numel()
+            part = data[start : start + n].view(_numpy_dtype(x.dtype)).reshape(x.shape)
+            out.append(part.copy() if copy else part)
             start += n
         return out
 
