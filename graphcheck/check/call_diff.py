@@ -73,9 +73,10 @@ def changed_rows(before: EngineState | None, after: EngineState | None) -> dict[
     return out
 
 
-def values_at(state: EngineState, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, owners) of buffer ``name`` at buffer rows ``rows``; None when a row is not meaningful there."""
-    buf = state.by_name().get(name)
+def values_at(state: EngineState | None, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, owners) of buffer ``name`` at buffer rows ``rows``; None when a row is not meaningful there
+    (no ``state``: a call traced without snapshots, none is)."""
+    buf = state.by_name().get(name) if state is not None else None
     if buf is None:
         return None
     order = np.argsort(buf.rows, kind="stable")
@@ -95,7 +96,7 @@ class Found:
         argument: str,
         buffer: str | None,
         reason: str,
-        rows: Sequence[int] = (),
+        rows: Sequence[int] | np.ndarray = (),
         expected: Any = None,
         actual: Any = None,
         slot: int | None = None,
