@@ -142,13 +142,14 @@ class BucketPolicy:
         values = tuple(padded.values())
         return values[0] if len(values) == 1 else values
 
-    def path(self, name: str) -> PathPolicy:
+    def path(self, name: str | None) -> PathPolicy:
+        """The policy of path ``name``; a KeyError for a name it has none of (None: a step that names no path)."""
         for p in self.paths:
             if p.name == name:
                 return p
         raise KeyError(f"bucket policy has no path {name!r} (have {', '.join(p.name for p in self.paths)})")
 
-    def padded(self, path: str, real: Mapping[str, int], values: Mapping[str, int]) -> dict[str, int]:
+    def padded(self, path: str | None, real: Mapping[str, int], values: Mapping[str, int]) -> dict[str, int]:
         """The sizes a step on ``path`` with ``real`` sizes must replay (one per dimension of the path)."""
         rules = [(dim, rule) for dim, rule in self.path(path).dims if dim in real or not rule.optional]
         missing = [dim for dim, _ in rules if dim not in real]

@@ -204,6 +204,15 @@ class _Recorder:
 # --------------------------------------------------------------------------- the graph
 
 
+@dataclass(frozen=True)
+class _Holdings:
+    """The memory a finished capture holds besides its calls and outputs (``EmulatedRunner._finish``)."""
+
+    aliases: list[tuple[int, Any]]  # (static-input index, alias) of each pre-existing tensor its calls read
+    owned: list[Any]  # one tensor per storage the region allocated
+    poison_token: int | None  # the poison on ``owned`` until the first replay; None: none poisoned
+
+
 class EmulatedGraph(Graph):
     """A recorded list of kernel calls; see the module docstring."""
 
@@ -216,9 +225,7 @@ class EmulatedGraph(Graph):
         outputs: Any,
         table: StaticInputTable,
         region: Region,
-        aliases: list[tuple[int, Any]],
-        owned: list[Any],
-        poison_token: int | None,
+        holdings: _Holdings,
     ) -> None:
         self.label = label
         self._ops = ops
@@ -230,9 +237,9 @@ class EmulatedGraph(Graph):
         self._root_refs = tuple(
             (lambda r=root: r) if id(root) in region.objects else weakref.ref(root) for root in table.roots
         )
-        self._aliases = aliases  # (static-input index, alias tensor)
-        self._owned = owned  # one tensor per storage the region allocated
-        self._poison_token = poison_token
+        self._aliases = holdings.aliases  # (static-input index, alias tensor)
+        self._owned = holdings.owned  # one tensor per storage the region allocated
+        self._poison_token = holdings.poison_token
         self.replays = 0
 
     def replay(self) -> None:
@@ -445,9 +452,7 @@ class EmulatedRunner(GraphRunner):
             outputs=outputs,
             table=table,
             region=region,
-            aliases=[a for a in aliases.values() if a[0] >= 0],
-            owned=list(owned.values()),
-            poison_token=token,
+            holdings=_Holdings([a for a in aliases.values() if a[0] >= 0], list(owned.values()), token),
         )
         self._graphs.add(graph)
         return graph

@@ -38,20 +38,7 @@ class _Localiser:
         self.eager, self.graph, self.step, self.padded = eager, graph, step, padded
 
     def _result(self, call: CallRecord, calls: list[CallRecord], found: Found, engine: str) -> Localisation:
-        return at_call(
-            call,
-            len(calls),
-            engine,
-            step=self.step,
-            method="kernel trace",
-            reason=found.reason,
-            argument=found.argument,
-            buffer=found.buffer,
-            rows=found.rows,
-            expected=found.expected,
-            actual=found.actual,
-            slot=found.slot,
-        )
+        return at_call(call, len(calls), engine, found, step=self.step, method="kernel trace")
 
     def run(self) -> Localisation | None:
         matcher = difflib.SequenceMatcher(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphcheck.adapter import EngineAdapter, ReportExtras, captured_graphs, graph_extras, input_label
+from graphcheck.buckets import BucketPolicy
 from graphcheck.capabilities import EngineCapabilities
 from graphcheck.check.bindings import graph_label
 from graphcheck.check.bucket_check import (
@@ -28,6 +29,7 @@ from graphcheck.check.numeric import Parting, Tolerance
 from graphcheck.check.records import StepRecord
 from graphcheck.check.state_diff import check_hygiene, diff_states
 from graphcheck.scenario import Scenario
+from graphcheck.state import EngineState
 
 
 def expected_bucket(scenario: Scenario, real_bsz: int, has_prefill: bool) -> int | None:
@@ -164,7 +166,7 @@ class GraphAudit:
     ) -> list[Divergence]:
         """The bucket and padding the graph engine's step ``rec`` used, and its real tokens against the eager's."""
         if self.capabilities.buckets is not None:
-            found = self._declared_buckets(graph, rec, report)
+            found = self._declared_buckets(self.capabilities.buckets, graph, rec, report)
         else:
             found = self._capture_size_buckets(graph, rec)
         rescheduled = bool(parting.parted) and rec.slots != eager.slots  # after a near tie (numeric)
@@ -174,9 +176,11 @@ class GraphAudit:
             )
         return found
 
-    def _declared_buckets(self, graph: Any, rec: StepRecord, report: ReportExtras) -> list[Divergence]:
-        """The engine's own padding policy (``graphcheck.buckets``), recomputed from the real sizes it reports."""
-        policy, caps = self.capabilities.buckets, self.capabilities
+    def _declared_buckets(
+        self, policy: BucketPolicy, graph: Any, rec: StepRecord, report: ReportExtras
+    ) -> list[Divergence]:
+        """The engine's own padding ``policy`` (``graphcheck.buckets``), recomputed from the real sizes it reports."""
+        caps = self.capabilities
         values = policy_values(self.scenario.config.engine_options, report.limits, caps.options)
         found: list[Divergence] = []
         tokens = self.tokens
@@ -207,6 +211,7 @@ class GraphAudit:
                 Divergence("shape", rec.step, "bucket", "policy vs graph engine", want, rec.bucket, detail=detail)
             )
         if rec.used_graph:
+            assert rec.bucket is not None, "a report that used a graph names its bucket (promises refuses it otherwise)"
             padded = rec.bucket * self.scenario.config.tokens_per_request
             if rec.padded_tokens != padded:
                 found.append(
@@ -226,7 +231,7 @@ class GraphAudit:
 
     def state(
         self,
-        snapshots: tuple[Any, Any],
+        snapshots: tuple[EngineState, EngineState],
         t: int,
         records: dict[str, StepRecord],
         parting: Parting,

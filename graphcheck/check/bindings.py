@@ -9,7 +9,7 @@ bindings of a graph are memoised per engine while everything they are made of is
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence, TypeAlias
+from typing import Any, Mapping, Sequence, TypeAlias
 
 from graphcheck.adapter import EngineAdapter, captured_graphs, input_label
 from graphcheck.check.records import Binding
@@ -75,7 +75,7 @@ def _memo_put(memo: BindingsMemo | None, graph: Any, key: tuple[Any, ...], bindi
 
 
 def _graph_bindings(
-    label: str, inputs: Sequence[Any], current: dict[str, Any], stale: dict[int, int], dead: frozenset[int]
+    label: str, inputs: Sequence[Any], current: Mapping[str, Any], stale: dict[int, int], dead: frozenset[int]
 ) -> tuple[Binding, ...]:
     """The bindings of one graph's static ``inputs``.
 

@@ -73,9 +73,10 @@ def changed_rows(before: EngineState | None, after: EngineState | None) -> dict[
     return out
 
 
-def values_at(state: EngineState, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, owners) of buffer ``name`` at buffer rows ``rows``; None when a row is not meaningful there."""
-    buf = state.by_name().get(name)
+def values_at(state: EngineState | None, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, owners) of buffer ``name`` at buffer rows ``rows``; None when a row is not meaningful there
+    (no ``state``: a call traced without snapshots, none is)."""
+    buf = state.by_name().get(name) if state is not None else None
     if buf is None:
         return None
     order = np.argsort(buf.rows, kind="stable")
@@ -95,7 +96,7 @@ class Found:
         argument: str,
         buffer: str | None,
         reason: str,
-        rows: Sequence[int] = (),
+        rows: Sequence[int] | np.ndarray = (),
         expected: Any = None,
         actual: Any = None,
         slot: int | None = None,
@@ -355,32 +356,27 @@ def at_call(
     call: CallRecord,
     calls_in_phase: int,
     engine: str,
+    found: Found,
     *,
     step: int,
     method: str,
-    reason: str,
-    argument: str | None = None,
-    buffer: str | None = None,
-    rows: Sequence[int] = (),
-    expected: Any = None,
-    actual: Any = None,
-    slot: int | None = None,
     request_id: str | None = None,
 ) -> Localisation:
-    """A localisation at traced call ``call``: its kernel, place in its phase, graph, source and caller."""
+    """A localisation of what was ``found`` at traced call ``call`` (its reason, argument, buffer, rows,
+    values and slot): the call's kernel, place in its phase, graph, source and caller."""
     return Localisation(
         step=step,
         method=method,
-        reason=reason,
+        reason=found.reason,
         kernel=call.kernel,
-        argument=argument,
-        buffer=buffer,
+        argument=found.argument,
+        buffer=found.buffer,
         position=f"kernel {call.index + 1} of {calls_in_phase} of {call.phase} ({engine})",
         where=call.where,
-        rows=tuple(int(r) for r in rows)[:SHOWN],
-        expected=expected,
-        actual=actual,
-        slot=slot,
+        rows=found.rows,
+        expected=found.expected,
+        actual=found.actual,
+        slot=found.slot,
         request_id=request_id,
         source_file=relative_path(call.source),
         source_line=call.line,

@@ -12,7 +12,7 @@ differ from there on).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from graphcheck.check.jsonvalues import ValueCodec
 from graphcheck.step_result import RequestStep, StepResult
@@ -73,7 +73,7 @@ class DiffState:
 
 
 def _field_divergences(
-    exp: RequestStep, act: RequestStep, step: int, pair: str, ambiguous: bool, slots: dict[str, int]
+    exp: RequestStep, act: RequestStep, step: int, pair: str, ambiguous: bool, slots: Mapping[str, int]
 ) -> list[Divergence]:
     found = []
     for name, kind, tensor in _FIELDS:
@@ -93,7 +93,7 @@ def diff_steps(
     pair: str,
     *,
     state: DiffState | None = None,
-    slots: dict[str, int] | None = None,
+    slots: Mapping[str, int] | None = None,
 ) -> list[Divergence]:
     """Divergences of ``actual`` from ``expected`` at one step.
 

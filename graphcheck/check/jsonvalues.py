@@ -72,7 +72,8 @@ class ValueCodec:
             return [self.decode(v) for v in data]
         if not isinstance(data, dict):
             return data
-        tag, value = data[TAG], data.get("v")
+        tag = data[TAG]
+        value: Any = data.get("v")  # JSON, of the shape its tag says
         if tag == "tuple":
             return tuple(self.decode(v) for v in value)
         if tag == "dict":

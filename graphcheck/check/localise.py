@@ -157,19 +157,18 @@ def _broke_layout(first: Divergence, calls: list[CallRecord]) -> Localisation | 
         new = [v for v in call.after.violations if v not in call.before.violations]
         if new:
             buffer = new[0].split("[", 1)[0]
+            reason = (
+                f"eager and graph agree, both differ from the reference ({first.pair}); this call leaves "
+                f"the engine's packed layout inconsistent: {new[0]}"
+            )
+            found = Found(buffer, buffer, reason, expected=first.expected, actual=first.actual, slot=first.slot)
             return at_call(
                 call,
                 len(calls),
                 "eager engine",
+                found,
                 step=first.step,
                 method="reference",
-                reason=f"eager and graph agree, both differ from the reference ({first.pair}); this call leaves "
-                f"the engine's packed layout inconsistent: {new[0]}",
-                argument=buffer,
-                buffer=buffer,
-                expected=first.expected,
-                actual=first.actual,
-                slot=first.slot,
                 request_id=first.request_id,
             )
     return None
@@ -188,18 +187,15 @@ def _reference_only(run: _Run, first: Divergence, calls: list[CallRecord]) -> Lo
             continue
         owners = values_at(call.after, name, rows)
         if slot is None or owners is None or slot in set(int(o) for o in owners[1]):
+            reason = f"eager and graph agree, both differ from the reference ({first.pair}): the last kernel of the step to write {name}"
+            found = Found(name, name, reason, expected=first.expected, actual=first.actual, slot=slot)
             return at_call(
                 call,
                 len(calls),
                 "eager engine",
+                found,
                 step=first.step,
                 method="reference",
-                reason=f"eager and graph agree, both differ from the reference ({first.pair}): the last kernel of the step to write {name}",
-                argument=name,
-                buffer=name,
-                expected=first.expected,
-                actual=first.actual,
-                slot=slot,
                 request_id=first.request_id,
             )
     return Localisation(
@@ -283,17 +279,9 @@ def _held_tensors(run: _Run, t: int) -> Localisation | None:
         for path, leaf in leaves(attr, value):
             if is_tensor(leaf) and id(leaf) in made:
                 call = made[id(leaf)]
-                return at_call(
-                    call,
-                    len(calls),
-                    "graph engine",
-                    step=t,
-                    method="kernel trace",
-                    reason=f"a tensor {call.kernel} made during the step is still held by the engine as {path}",
-                    argument=path,
-                    buffer=attr,
-                    actual=list(to_host(leaf).shape),
-                )
+                reason = f"a tensor {call.kernel} made during the step is still held by the engine as {path}"
+                found = Found(path, attr, reason, actual=list(to_host(leaf).shape))
+                return at_call(call, len(calls), "graph engine", found, step=t, method="kernel trace")
     return None
 
 
@@ -399,14 +387,9 @@ def _earlier_write(
                 call,
                 len(run.traces["graph"].phase_calls(call.phase)),
                 "graph engine",
+                cause,  # no slot: padding_pointer's and ``wrote`` name none
                 step=int(call.phase.split()[1]) if call.phase.startswith("step ") else 0,
                 method="kernel trace",
-                reason=cause.reason,
-                argument=cause.argument,
-                buffer=cause.buffer,
-                rows=cause.rows,
-                expected=cause.expected,
-                actual=cause.actual,
             )
     return None
 
@@ -430,19 +413,17 @@ def _last_writer(run: _Run, first: Divergence, t: int, engine: str) -> Localisat
                 state = f"free slot {first.slot} at {first.actual!r}, not the idle {first.expected!r}"
                 if not first.pair.startswith("slot hygiene"):
                     state = f"slot {first.slot} at {first.actual!r} in the graph engine, {first.expected!r} eagerly"
+                found = Found(
+                    arg.path,
+                    first.tensor,
+                    f"the last call to write {first.tensor} ({call.phase}) leaves {state}",
+                    (first.slot,) if first.slot is not None else (),
+                    first.expected,
+                    first.actual,
+                    first.slot,
+                )
                 return at_call(
-                    call,
-                    len(trace.phase_calls(call.phase)),
-                    f"{engine} engine",
-                    step=t,
-                    method="kernel trace",
-                    reason=f"the last call to write {first.tensor} ({call.phase}) leaves {state}",
-                    argument=arg.path,
-                    buffer=first.tensor,
-                    rows=(first.slot,) if first.slot is not None else (),
-                    expected=first.expected,
-                    actual=first.actual,
-                    slot=first.slot,
+                    call, len(trace.phase_calls(call.phase)), f"{engine} engine", found, step=t, method="kernel trace"
                 )
     return Localisation(
         step=t,

@@ -351,8 +351,9 @@ class Lockstep:
 
     def _state(self, pair: EnginePair, t: int, records: dict[str, StepRecord]) -> list[Divergence]:
         """Eager vs graph state snapshots and slot hygiene (``GraphAudit.state``)."""
-        take = (pair.eager_extras.state_snapshot, pair.graph_extras.state_snapshot)
-        snapshots = tuple(snapshot() if snapshot is not None else None for snapshot in take)
+        eager, graph = pair.eager_extras.state_snapshot, pair.graph_extras.state_snapshot
+        assert eager is not None and graph is not None, "run only where pair.snapshots (both engines give them)"
+        snapshots = (eager(), graph())
         return self.audit.state(snapshots, t, records, self.comparison.parting, self.comparison.tolerance)
 
 

@@ -9,7 +9,7 @@ like an engine that lacks a member, under ``-j 1`` and ``-j N`` alike, never cou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from graphcheck.check.engines import EngineSpecError
 from graphcheck.display import one_line
@@ -36,7 +36,7 @@ def shown(value: Any) -> str:
     return f"{type(value).__name__} {one_line(text)}"
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

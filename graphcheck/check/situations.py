@@ -403,7 +403,8 @@ def _eos(run: _Run) -> Iterator[_Event]:
         spec = run.specs.get(rid)
         if spec is None:
             continue
-        eos, emitted, drafts = set(spec.eos_token_ids), 0, ()
+        eos, emitted = set(spec.eos_token_ids), 0
+        drafts: tuple[int, ...] = ()
         for i, (t, step) in enumerate(steps):
             tokens = step.accept_tokens
             emitted += len(tokens)
@@ -494,7 +495,8 @@ def _seeds_crossing(seed: int, steps: Sequence[tuple[int, RequestStep]]) -> list
     j samples with ``seed + 4j`` (one row per draft it verifies, plus one), and the step may advance
     the seed. Whatever the contract's arithmetic (modular or int64 wrap), an advance that crossed
     leaves a smaller seed behind."""
-    crossing, drafts = [], ()
+    crossing: list[int] = []
+    drafts: tuple[int, ...] = ()
     for t, step in steps:
         last_row = 4 * len(drafts)  # the offset of its last output row's seed
         if seed + last_row >= SEED_MODULUS or step.infer_seed < seed:

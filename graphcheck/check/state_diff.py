@@ -69,26 +69,18 @@ def _request(slot: int, requests: Mapping[int, str]) -> str | None:
     return requests.get(slot) if slot >= 0 else None
 
 
-def _one(
-    step: int,
-    buf: BufferState,
-    pair: str,
-    index: int,
-    expected: Any,
-    actual: Any,
-    count: int,
-    requests: Mapping[int, str],
-    extra: str,
+def _first_bad_row(
+    step: int, pair: str, buf: BufferState, other: BufferState, bad: np.ndarray, requests: Mapping[int, str]
 ) -> Divergence:
+    """The divergence of ``buf`` (expected) from ``other`` (actual) at the first of their ``bad`` rows."""
+    index, count = int(bad[0]), int(bad.size)
     row, owner = int(buf.rows[index]), int(buf.owners[index])
-    want, got, where = describe_row(expected, actual)
+    want, got, where = describe_row(buf.values[index], other.values[index])
     parts = [f"{buf.kind} buffer {buf.name}, row {row}"]
     if where:
         parts.append(where)
     if count > 1:
         parts.append(f"{count} rows differ")
-    if extra:
-        parts.append(extra)
     return Divergence(
         "state",
         step,
@@ -154,8 +146,7 @@ def diff_states(
         else:
             bad = differing_rows(mine.values, other.values)
         if bad.size:
-            i = int(bad[0])
-            found.append(_one(step, mine, pair, i, mine.values[i], other.values[i], int(bad.size), requests, ""))
+            found.append(_first_bad_row(step, pair, mine, other, bad, requests))
     return found
 
 

@@ -54,7 +54,9 @@ class StepDiff:
             return
         prompts = {r.request_id: r.prompt for r in scenario.requests}
         # Another model path (no cache, no batching, other kernels) than the probe measured: the ceiling.
-        self.recompute = RecomputeCheck(pair.graph, prompts, tolerance_for(scenario.config.model), "graph")
+        ceiling = tolerance_for(scenario.config.model)
+        assert ceiling is not None, "a calibration is made for a float model only (Lockstep._build)"
+        self.recompute = RecomputeCheck(pair.graph, prompts, ceiling, "graph")
 
     def take_reports(self, pair: EnginePair) -> dict[str, Any]:
         """Each engine's model report of the step, when the oracle or the tolerance needs them."""

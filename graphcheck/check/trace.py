@@ -23,6 +23,7 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -119,7 +120,7 @@ _HARNESS_FILES = ("kernels.py", "trace.py")
 
 def _caller() -> tuple[str, str, int] | None:
     """The frame that called the kernel: the first one outside the kernel wrapper and this trace."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and Path(frame.f_code.co_filename).name in _HARNESS_FILES:
         frame = frame.f_back
     if frame is None:
@@ -241,7 +242,7 @@ class KernelTrace:
         from graphcheck.capture import kernels
 
         opaque = getattr(fn, "__self__", None) is not None and not args and not kwargs and graph is not None
-        name = graph if opaque else getattr(fn, "__qualname__", repr(fn))
+        name = graph if opaque and graph is not None else getattr(fn, "__qualname__", repr(fn))
         source, line = (None, None) if opaque else source_of(fn)
         record = CallRecord(self._index, self.phase, name, source, line, graph, opaque=opaque)
         record.caller = _caller() if graph is None else None
