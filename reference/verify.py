@@ -190,7 +190,7 @@ def naive_step(
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous)
 
 
-def judge_row(
+def judge_row(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     strategy: str,
     logits: np.ndarray,
     temperature: float,

@@ -42,7 +42,7 @@ def _attend(xp, q, k_cache, v_cache, block_tables, tokens: TokenLayout, block_si
     return xp.reshape(attn, (T, H))
 
 
-def _layer(xp, x, wqkv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):
+def _layer(xp, x, wqkv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     # q, key and val in one matmul with ``wqkv = [wq | wk | wv]`` (weights.py): each output
     # column is its own exact integer dot product, so the thirds are the three projections.
     H = int(x.shape[1])

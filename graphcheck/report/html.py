@@ -196,7 +196,7 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
     )
 
 
-def run_view(
+def run_view(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     outcomes: Sequence[CheckOutcome],
     run_info: RunInfo,
     command: str,
@@ -271,7 +271,7 @@ def _first_line(text: str, limit: int = 160) -> str:
     return line[:limit] + (" …" if more else "")
 
 
-def render_html(
+def render_html(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     outcomes: Sequence[CheckOutcome],
     run_info: RunInfo,
     *,

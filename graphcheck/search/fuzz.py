@@ -315,7 +315,7 @@ DEFAULT_PER_CONFIG = 8
 _PASSED_KEPT = 4096
 
 
-def fuzz_suite(
+def fuzz_suite(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     name: str,
     strategy: Any,
     checker: Checker,

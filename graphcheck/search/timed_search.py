@@ -152,7 +152,7 @@ def _run_slice(strategy: Any, predicate: Callable[[Scenario], bool], examples: i
     return False
 
 
-def timed_search(
+def timed_search(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     plan: Sequence[Any],
     check: Checker,
     *,
