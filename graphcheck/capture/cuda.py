@@ -35,10 +35,11 @@ No torch.cuda API is called at import time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import weakref
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from . import kernels
 from .base import DeviceGraph, Graph, GraphRunner, StaticInputTable
@@ -46,6 +47,24 @@ from .capture_state import CaptureState
 from .emulated import rebuild
 from .torch_ops import TorchOps
 from .warmup import ArgRecorder, op_hooks_in_warm_up, region_label, restore, warm_up
+
+
+@contextlib.contextmanager
+def capturing(torch: Any, graph: Any, pool: Any, stream: Any) -> Iterator[None]:
+    """Capture the work issued inside into ``graph`` on ``stream``, allocating from ``pool``.
+
+    ``torch.cuda.graph`` does the same after a device synchronisation and emptying both of the
+    allocator's caches, meant to give one big capture room. Here captures come by the hundred,
+    each a small region, and every emptying sends the eager steps that follow back to
+    ``cudaMalloc`` (a synchronising call) for memory they had cached. The runner has already
+    ordered ``stream`` after the current stream, and synchronises after the capture.
+    """
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            yield
+        finally:
+            graph.capture_end()
 
 
 class CudaGraph(DeviceGraph):
@@ -131,7 +150,7 @@ class _SegmentRecorder:
     def run_kernel(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         torch = self.runner.torch
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.runner._pool, stream=self.side):
+        with capturing(torch, graph, self.runner._pool, self.side):
             result = self.inner.run_kernel(fn, args, kwargs)
         self.segments.append(_Segment(graph, fn, args, kwargs, result, self.runner.ops))
         return result
@@ -216,7 +235,7 @@ class CudaGraphRunner(GraphRunner):
                             outputs = fn()
                 else:
                     graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=self._pool, stream=side):
+                    with capturing(torch, graph, self._pool, side):
                         with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
                             outputs = fn()
             finally:

@@ -179,14 +179,17 @@ def label_found(outcome: CheckOutcome, suite: str, *, interrupted: bool = False)
 
 
 def write_pending(path: Path, scenario: Scenario) -> bool:
-    """Write the scenario about to run, durably, before anything can crash; False when the disk
-    refused it (full, read-only): warned once, the run goes on, no partial file stays behind."""
+    """Write the scenario about to run, whole, before anything can crash; False when the disk
+    refused it (full, read-only): warned once, the run goes on, no partial file stays behind.
+
+    The file outlives the process: whatever ends it (an engine's segfault, ``os._exit``, a kill -9)
+    leaves the written bytes to the operating system. It is not fsync'd: that would guard against
+    the machine itself going down, at a disk flush for every scenario checked.
+    """
     tmp = path.with_suffix(".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(scenario.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
