@@ -116,6 +116,7 @@ from graphcheck.backends.xp import make_ops
 from graphcheck.capabilities import EngineCapabilities
 from graphcheck.capture.base import iter_tensors, never_holds_tensors
 from graphcheck.contract import contract_named
+from graphcheck.memory_estimate import NamedEstimate
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec
 from graphcheck.state import EngineState
@@ -213,8 +214,9 @@ class Engine:
     capabilities = EngineCapabilities(faults=tuple(fault.FAULTS.values()))
 
     #: The optional adapter member the memory gate calls before anything is built: the bytes a
-    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``).
-    memory_estimate = staticmethod(engine_memory)
+    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``);
+    #: named, so that the gate's messages say whose figures they are.
+    memory_estimate = NamedEstimate("the built-in engine", engine_memory)
 
     def __init__(
         self,
