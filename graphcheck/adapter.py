@@ -119,7 +119,7 @@ from typing import (
 )
 
 from graphcheck.capabilities import EngineCapabilities
-from graphcheck.memory_estimate import MemoryEstimate
+from graphcheck.memory_estimate import MemoryEstimate, NamedEstimate
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import EngineConfig, RequestSpec
 from graphcheck.schedule import Schedule
@@ -564,10 +564,13 @@ def engine_extras(engine: Any, *, sizes: bool = False) -> EngineExtras:
 @dataclass(frozen=True)
 class FactoryExtras:
     """A factory's optional members: ``capabilities`` (None: graphcheck's defaults) and
-    ``memory_estimate`` (:class:`MemoryEstimates`; None: the factory is never refused)."""
+    ``memory_estimate`` (:class:`MemoryEstimates`; None: the factory is never refused), with
+    ``estimate_owner``: whose figures that estimate gives, where it is a
+    :class:`~graphcheck.memory_estimate.NamedEstimate` (None: unnamed)."""
 
     capabilities: Any = None
     memory_estimate: Callable[[EngineConfig, Sequence[RequestSpec]], MemoryEstimate] | None = None
+    estimate_owner: str | None = None
 
     def declared(self) -> EngineCapabilities:
         """The capabilities the factory declares, else graphcheck's defaults."""
@@ -578,9 +581,11 @@ class FactoryExtras:
 def factory_extras(factory: Any, *, capabilities: bool = False) -> FactoryExtras:
     """The optional members of ``factory``, read once: the one place graphcheck reads them.
     ``capabilities``: read that member too (a property that may raise)."""
+    estimate = getattr(factory, "memory_estimate", None)
     return FactoryExtras(
         capabilities=getattr(factory, "capabilities", None) if capabilities else None,
-        memory_estimate=getattr(factory, "memory_estimate", None),
+        memory_estimate=estimate,
+        estimate_owner=estimate.owner if isinstance(estimate, NamedEstimate) else None,
     )
 
 

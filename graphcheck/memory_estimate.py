@@ -3,7 +3,8 @@
 An engine may estimate the memory a lockstep run of a scenario needs before
 anything is built: the optional adapter member ``memory_estimate(config,
 requests) -> MemoryEstimate`` (the built-in engine's is
-``graphcheck.backends.engine.memory.engine_memory``). The memory gate
+``graphcheck.backends.engine.memory.engine_memory``, as a :class:`NamedEstimate`
+that names the built-in engine in the gate's messages). The memory gate
 (``graphcheck.check.memory_gate``) adds the NumPy reference's part and rejects
 a scenario whose total is above the limit: ``DEFAULT_MAX_ENGINE_BYTES``, or
 ``$GRAPHCHECK_MAX_ENGINE_MEMORY`` read by ``parse_memory_size``. Scenario
@@ -14,6 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from graphcheck.scenario import EngineConfig, RequestSpec
 
 #: The default ceiling on ``MemoryEstimate.total``; $GRAPHCHECK_MAX_ENGINE_MEMORY overrides it.
 DEFAULT_MAX_ENGINE_BYTES = 4 * 2**30
@@ -54,6 +59,19 @@ class MemoryEstimate:
         return self.eager_engine + self.graph_engine + self.working_set + self.reference
 
 
+@dataclass(frozen=True)
+class NamedEstimate:
+    """A ``memory_estimate`` member that says whose figures it gives: the memory gate's messages
+    name the engine ``owner`` (an estimate without one: by the factory's name). Called as the
+    ``estimate`` it wraps; a subclass of the factory that keeps the member keeps the name."""
+
+    owner: str
+    estimate: Callable[[EngineConfig, Sequence[RequestSpec]], MemoryEstimate]
+
+    def __call__(self, config: EngineConfig, requests: Sequence[RequestSpec] = ()) -> MemoryEstimate:
+        return self.estimate(config, requests)
+
+
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"\s*(\d{1,30})\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
 
@@ -82,6 +100,7 @@ __all__ = [
     "DEFAULT_MAX_ENGINE_BYTES",
     "MAX_ENGINE_MEMORY_ENV",
     "MemoryEstimate",
+    "NamedEstimate",
     "format_bytes",
     "parse_memory_size",
 ]

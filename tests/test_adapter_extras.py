@@ -22,6 +22,7 @@ from graphcheck.adapter import (
     report_extras,
 )
 from graphcheck.capabilities import EngineCapabilities
+from graphcheck.memory_estimate import MemoryEstimate, NamedEstimate
 from graphcheck.schedule import Schedule
 
 
@@ -129,6 +130,15 @@ def test_a_factory_s_and_a_graph_s_optional_members() -> None:
     assert found.capabilities is caps and found.declared() is caps and found.memory_estimate is not None
     assert factory_extras(Factory).capabilities is None  # read only when asked
     assert factory_extras(SimpleNamespace(capabilities="not capabilities"), capabilities=True).declared() == caps
+    assert factory_extras(Factory).estimate_owner is None  # an unnamed estimate
+
+
+def test_a_named_estimate_says_whose_figures_it_gives() -> None:
+    figures = MemoryEstimate(weights=1, buffers=2, graphs=3, working_set=4)
+    named = NamedEstimate("engine X", lambda config, requests: figures)
+    found = factory_extras(SimpleNamespace(memory_estimate=named))
+    assert found.memory_estimate is named and found.estimate_owner == "engine X"
+    assert named(None) is figures  # called as the estimate it wraps, requests () by default
     assert graph_extras(object()) == GraphExtras(host_values=None, kernel_calls=None, label="a graph")
     graph = SimpleNamespace(host_values={"q": 4}, label="target[4]", kernel_calls=list)
     assert graph_extras(graph) == GraphExtras({"q": 4}, list, "target[4]")
@@ -148,6 +158,7 @@ def test_the_built_in_engine_has_the_optional_engine_members_and_none_of_the_rep
     found = engine_extras(engine, sizes=True)
     assert found.snapshots and found.resettable and found.model_report is not None and found.pipeline_depth == 0
     assert factory_extras(builtin_factory()).memory_estimate is not None
+    assert factory_extras(builtin_factory()).estimate_owner == "the built-in engine"
     assert report_extras(engine.last_step_info) == ReportExtras()
 
 

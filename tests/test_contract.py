@@ -24,9 +24,9 @@ from graphcheck import strategies as gst
 from graphcheck.backends.engine import Engine
 from graphcheck.backends.engine import rng as engine_rng
 from graphcheck.backends.engine.buffers import allocate_buffers
+from graphcheck.backends.engine.sampling import SamplingOptions, build_sampling_params
 from graphcheck.backends.engine.sampling import ban_eos as engine_ban_eos
-from graphcheck.backends.engine.sampling import build_sampling_params
-from graphcheck.backends.engine.verify import verify_drafts
+from graphcheck.backends.engine.verify import VerifyOptions, verify_drafts
 from graphcheck.backends.xp import make_ops
 from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import check_scenario
@@ -259,7 +259,7 @@ def test_build_sampling_params_gives_the_contracts_row_seeds(framework: str, wra
     _put(xp, buf.cu_seqlens_out, cu)
     _put(xp, buf.batch_ids_out, owner)
     contract = FASTDEPLOY if wrap else DEFAULT
-    seed, *_ = build_sampling_params(xp, buf, 4, rows, 20, False, wrap_row_seeds=wrap)
+    seed, *_ = build_sampling_params(xp, buf, 4, rows, 20, SamplingOptions(advance_seed=False, wrap_row_seeds=wrap))
     want = [row_seed(contract, seeds[b], j) for b, n in enumerate(counts) for j in range(n)] + [0, 0, 0]
     assert xp.to_host(seed).tolist() == want
     assert xp.to_host(buf.infer_seed)[:4].tolist() == seeds  # advance_seed False: untouched
@@ -331,7 +331,8 @@ def test_build_sampling_params_advances_the_seed_with_the_contracts_sum(framewor
     _put(xp, buf.stop_flags, np.zeros(4, dtype=bool))
     _put(xp, buf.cu_seqlens_out, cu)
     _put(xp, buf.batch_ids_out, owner)
-    build_sampling_params(xp, buf, 4, int(cu[-1]), 20, True, wrap_row_seeds=True, wrap_seed_advance=wrap)
+    options = SamplingOptions(wrap_row_seeds=True, wrap_seed_advance=wrap)
+    build_sampling_params(xp, buf, 4, int(cu[-1]), 20, options)
     contract = dataclasses.replace(DEFAULT, seed_advance_sum="int64_wrap" if wrap else "modular")
     want = [next_seed(contract, config, s) if n else s for s, n in zip(seeds, counts)]
     assert xp.to_host(buf.infer_seed)[:4].tolist() == want
@@ -771,10 +772,7 @@ def test_the_batched_verify_window_matches_the_reference(framework: str, window:
             xp.from_numpy(ranked),
             xp.from_numpy(length),
             G,
-            True,
-            "normal",
-            verify_window=window,
-            window_stored=second == "stored",
+            VerifyOptions(use_candidates=True, verify_window=window, window_stored=second == "stored"),
         )
         got_tokens, got_num = xp.to_host(buf.accept_tokens), xp.to_host(buf.accept_num)
         for b in range(G):
@@ -933,8 +931,8 @@ def test_the_accept_all_guard_kernel_matches_the_reference(framework: str) -> No
             ("draft_tokens", drafts),
         ):
             _put(xp, getattr(buf, name), values)
-        args = (xp.from_numpy(token), xp.from_numpy(ranked), xp.from_numpy(length), G, True, "accept_all")
-        verify_drafts(xp, buf, *args, accept_all_guard=True)
+        options = VerifyOptions(use_candidates=True, accept_policy="accept_all", accept_all_guard=True)
+        verify_drafts(xp, buf, xp.from_numpy(token), xp.from_numpy(ranked), xp.from_numpy(length), G, options)
         got_tokens, got_num = xp.to_host(buf.accept_tokens), xp.to_host(buf.accept_num)
         for b in np.flatnonzero(counts):
             inp = VerifyInput(
@@ -1034,7 +1032,8 @@ def test_build_sampling_params_reads_by_packed_row(framework: str) -> None:
     _put(xp, buf.batch_ids_out, [1, 2, -1])
     for by_row, slots in ((False, [1, 2]), (True, [0, 1])):
         seed, top_p, top_k, temperature = (
-            xp.to_host(t).tolist() for t in build_sampling_params(xp, buf, 4, 3, 4, False, params_by_row=by_row)
+            xp.to_host(t).tolist()
+            for t in build_sampling_params(xp, buf, 4, 3, 4, SamplingOptions(advance_seed=False, params_by_row=by_row))
         )
         assert seed == [values["infer_seed"][s] for s in slots] + [0]
         assert top_p == [values["top_p"][s] for s in slots] + [1.0]

@@ -30,6 +30,7 @@ from graphcheck.memory_estimate import (
     DEFAULT_MAX_ENGINE_BYTES,
     MAX_ENGINE_MEMORY_ENV,
     MemoryEstimate,
+    NamedEstimate,
     parse_memory_size,
 )
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario, load_scenario, validate
@@ -473,7 +474,13 @@ def test_validation_does_not_depend_on_the_engine(monkeypatch: pytest.MonkeyPatc
     demo = demo_scenario()
     assert admit(demo, Engine).total < 16 * 2**20
     with pytest.raises(MemoryLimitError, match="on engine HugeEngine"):
-        admit(demo, HugeEngine)
+        admit(demo, HugeEngine)  # its own estimate: named by the factory, not as the built-in engine
+
+    class NamedHuge(HugeEngine):
+        memory_estimate = NamedEstimate("engine \u00e9 named", HugeEngine.memory_estimate)
+
+    with pytest.raises(MemoryLimitError, match=r"on engine \\xe9 named \("):
+        admit(demo, NamedHuge)  # the owner it names, in ASCII
 
 
 def test_lockstep_admits_before_building_anything(monkeypatch: pytest.MonkeyPatch) -> None:

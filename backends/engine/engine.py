@@ -71,11 +71,12 @@ from graphcheck.backends.engine import faults as fault
 from graphcheck.backends.engine.buffers import BufferSizes, EngineBuffers, allocate_buffers
 from graphcheck.backends.engine.forward import draft_forward, target_forward
 from graphcheck.backends.engine.memory import engine_memory
-from graphcheck.backends.engine.preprocess import pack_draft_inputs, pack_target_inputs
+from graphcheck.backends.engine.preprocess import DraftPackFaults, pack_draft_inputs, pack_target_inputs
 from graphcheck.backends.engine.restore import restore, take_checkpoint
 from graphcheck.backends.engine.sampling import (
     EXACT_SCORE_SCALE,
     RowParams,
+    SamplingOptions,
     advance_infer_seed,
     ban_eos,
     build_sampling_params,
@@ -109,12 +110,13 @@ from graphcheck.backends.engine.transfer import (
     write_slot_values,
 )
 from graphcheck.backends.engine.update import draft_postprocess, draft_preprocess, draft_update, update_model_status
-from graphcheck.backends.engine.verify import verify_drafts
+from graphcheck.backends.engine.verify import VerifyOptions, verify_drafts
 from graphcheck.backends.engine.weights import load_weights
 from graphcheck.backends.xp import make_ops
 from graphcheck.capabilities import EngineCapabilities
 from graphcheck.capture.base import iter_tensors, never_holds_tensors
 from graphcheck.contract import contract_named
+from graphcheck.memory_estimate import NamedEstimate
 from graphcheck.model_report import ModelStep
 from graphcheck.scenario import MAX_EOS_IDS, EngineConfig, RequestSpec
 from graphcheck.state import EngineState
@@ -212,8 +214,9 @@ class Engine:
     capabilities = EngineCapabilities(faults=tuple(fault.FAULTS.values()))
 
     #: The optional adapter member the memory gate calls before anything is built: the bytes a
-    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``).
-    memory_estimate = staticmethod(engine_memory)
+    #: lockstep run's two engines need, summed from the tables they allocate from (``memory``);
+    #: named, so that the gate's messages say whose figures they are.
+    memory_estimate = NamedEstimate("the built-in engine", engine_memory)
 
     def __init__(
         self,
@@ -228,11 +231,11 @@ class Engine:
         # The decoding contract the kernels follow (graphcheck.contract; docs/adapters.md).
         self.contract = contract_named(config.contract)
         self.faults = fault.check_faults(faults)
-        # Fault keywords of pack_draft_inputs (all False in a correct engine); faults are fixed here.
-        self._draft_pack_faults = {
-            "padding_writes_kv": self._fault(fault.DRAFT_PADDING_WRITES_KV),
-            "offsets_cut_short": self._fault(fault.OFFSETS_CUT_SHORT),
-        }
+        # Fault switches of pack_draft_inputs (all False in a correct engine); faults are fixed here.
+        self._draft_pack_faults = DraftPackFaults(
+            padding_writes_kv=self._fault(fault.DRAFT_PADDING_WRITES_KV),
+            offsets_cut_short=self._fault(fault.OFFSETS_CUT_SHORT),
+        )
         if isinstance(device, str):
             from graphcheck.capture.devices import resolve
 
@@ -582,20 +585,14 @@ class Engine:
         # seed-advance-outside-graph: the advance left the op (_run_eager does it, eager steps only).
         frozen = cfg.naive_mode and self._fault(fault.NAIVE_SEED_FROZEN)
         advance = self._advances_seed() and not frozen and not self._fault(fault.SEED_ADVANCE_OUTSIDE_GRAPH)
-        params = RowParams(
-            *build_sampling_params(
-                xp,
-                buf,
-                num_slots,
-                num_rows,
-                cfg.seed_increment,
-                advance,
-                seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
-                wrap_row_seeds=self.contract.row_seed == "int64_wrap",
-                wrap_seed_advance=self.contract.seed_advance_sum == "int64_wrap",
-                params_by_row=cfg.naive_mode and self.contract.naive_params == "packed_row",
-            )
+        sampling = SamplingOptions(
+            advance_seed=advance,
+            seed_by_row=self._fault(fault.SEED_INDEXED_BY_TOKEN),
+            wrap_row_seeds=self.contract.row_seed == "int64_wrap",
+            wrap_seed_advance=self.contract.seed_advance_sum == "int64_wrap",
+            params_by_row=cfg.naive_mode and self.contract.naive_params == "packed_row",
         )
+        params = RowParams(*build_sampling_params(xp, buf, num_slots, num_rows, cfg.seed_increment, sampling))
         scores = model_scores(xp, buf, logits, self._score_scale)
         if self.contract.min_tokens > 0:  # after model_scores: the model report keeps the scores unbanned
             scores = ban_eos(xp, buf, scores, self.contract.min_tokens, self.contract.covering_eos == "uniform")
@@ -604,21 +601,15 @@ class Engine:
         else:
             greedy = cfg.verify_strategy == "greedy" and not cfg.naive_mode
             tokens, cand_ids, cand_len = sample_tokens(xp, scores, params, greedy), None, None
-        reasoning_rule = not (graph_step and self._fault(fault.REASONING_RULE_SKIPPED_IN_GRAPH))
-        verify_drafts(
-            xp,
-            buf,
-            tokens,
-            cand_ids,
-            cand_len,
-            num_slots,
-            cand_ids is not None,
-            cfg.accept_policy,
-            reasoning_rule=reasoning_rule,
+        verifying = VerifyOptions(
+            use_candidates=cand_ids is not None,
+            accept_policy=cfg.accept_policy,
+            reasoning_rule=not (graph_step and self._fault(fault.REASONING_RULE_SKIPPED_IN_GRAPH)),
             verify_window=self.contract.verify_window,
             window_stored=self.contract.window_second == "stored",
             accept_all_guard=self.contract.accept_all_eos == "replace",
         )
+        verify_drafts(xp, buf, tokens, cand_ids, cand_len, num_slots, verifying)
 
     def _advances_seed(self) -> bool:
         """Whether a running slot's ``infer_seed`` moves on in a step (the contract's ``seed_advance``)."""
@@ -664,7 +655,7 @@ class Engine:
             for s in range(S):
                 T = first if s == 0 else later
                 if self._repack_substep(s, graph_step=not exact):
-                    pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, **self._draft_pack_faults)
+                    pack_draft_inputs(xp, buf, target_hidden, G, T, bs, s == 0, self._draft_pack_faults)
                 last_hidden, proposals, margins, second = draft_forward(xp, w, buf, G, T, bs)
                 draft_update(xp, buf, last_hidden, proposals, margins, second, G, s)
         draft_postprocess(xp, buf, G, S)
@@ -731,7 +722,7 @@ class Engine:
             # Substep s >= 1 replays the substep-0 graph with one token per active slot.
             if self._repack_substep(s, graph_step=True):
                 pack_draft_inputs(
-                    xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, **self._draft_pack_faults
+                    xp, buf, target_hidden, G, G * self.k1, self.config.block_size, s == 0, self._draft_pack_faults
                 )
             graph.replay()
             last_hidden, proposals, margins, second = graph.outputs

@@ -30,7 +30,7 @@ import math
 from typing import Any
 
 from graphcheck.backends.engine.float_weights import Block, FloatWeights
-from graphcheck.backends.engine.paged import TokenLayout, gather_kv, last_rows, token_layout, write_kv
+from graphcheck.backends.engine.paged import PagedKV, TokenLayout, gather_kv, last_rows, token_layout, write_kv
 from graphcheck.backends.engine.proposal import propose
 
 RMS_EPS = 1e-6
@@ -62,10 +62,10 @@ def silu(xp, x):
     return x / (1.0 + xp.exp(-x))
 
 
-def attention(xp, q, k_cache, v_cache, tables, tokens: TokenLayout, block_size: int, span_blocks, dtype):  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def attention(xp, q, kv: PagedKV, tokens: TokenLayout, dtype):
     """Causal single-head attention of each packed token over its slot's paged KV; float32 ``[T, H]``."""
     T, H = int(q.shape[0]), int(q.shape[1])
-    keys, vals, causal = gather_kv(xp, k_cache, v_cache, tables, tokens, block_size, span_blocks)
+    keys, vals, causal = gather_kv(xp, kv, tokens)
     span = int(keys.shape[1])
     q3 = xp.reshape(q, (T, 1, H))
     dots = xp.reshape(_mm(xp, q3, xp.transpose(keys, (0, 2, 1)), dtype), (T, span)) * (1.0 / math.sqrt(H))
@@ -75,13 +75,13 @@ def attention(xp, q, k_cache, v_cache, tables, tokens: TokenLayout, block_size: 
     return xp.reshape(_mm(xp, xp.reshape(p, (T, 1, span)), vals, dtype), (T, H))
 
 
-def decoder_block(xp, x, b: Block, k_cache, v_cache, tables, slot_rows, tokens, block_size, span_blocks, dtype):  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def decoder_block(xp, x, b: Block, kv: PagedKV, tokens: TokenLayout, dtype):
     """One pre-norm block over the residual stream ``x`` (float32); writes the tokens' KV in place."""
     h = rms_norm(xp, x, b.attn_norm)
     q = _mm(xp, h, b.wq, dtype)
     key, val = _mm(xp, h, b.wk, dtype), _mm(xp, h, b.wv, dtype)
-    write_kv(xp, k_cache, v_cache, slot_rows, xp.astype(key, dtype), xp.astype(val, dtype))
-    attn = attention(xp, q, k_cache, v_cache, tables, tokens, block_size, span_blocks, dtype)
+    write_kv(xp, kv, xp.astype(key, dtype), xp.astype(val, dtype))
+    attn = attention(xp, q, kv, tokens, dtype)
     x = _stored(xp, x + _mm(xp, attn, b.wo, dtype), dtype)
     up = silu(xp, _mm(xp, rms_norm(xp, x, b.mlp_norm), b.w_up, dtype))
     return _stored(xp, x + _mm(xp, up, b.w_down, dtype), dtype)
@@ -97,19 +97,9 @@ def target(xp, w: FloatWeights, buf, num_tokens: int, num_rows: int, block_size:
     ids, position = buf.ids[:T], buf.positions[:T]
     tokens = token_layout(xp, buf.batch_ids[:T], position)
     x = _stored(xp, _f32(xp, xp.index_select(w.embed, ids, 0)) + _positions(xp, w, position), dtype)
-    hidden = decoder_block(
-        xp,
-        x,
-        w.target_block(),
-        buf.k_cache,
-        buf.v_cache,
-        tables,
-        buf.slot_mapping[:T],
-        tokens,
-        block_size,
-        span_blocks,
-        dtype,
-    )
+    block = w.target_block()
+    kv = PagedKV(buf.k_cache, buf.v_cache, tables, buf.slot_mapping[:T], block_size, span_blocks)
+    hidden = decoder_block(xp, x, block, kv, tokens, dtype)
     out_hidden = xp.index_select(hidden, buf.out_token_index[:num_rows], 0)
     logits = _mm(xp, rms_norm(xp, out_hidden, w.final_norm), w.lm_head, dtype)
     return xp.astype(hidden, dtype), logits
@@ -125,19 +115,9 @@ def draft(xp, w: FloatWeights, buf, num_slots: int, num_tokens: int, block_size:
     carried = rms_norm(xp, buf.d_prev_hidden[:T], w.draft_hidden_norm)
     combined = _mm(xp, xp.concat([embedded, carried], -1), w.draft_proj, dtype)
     x = _stored(xp, combined + _positions(xp, w, position), dtype)
-    hd = decoder_block(
-        xp,
-        x,
-        w.draft_block(),
-        buf.draft_k_cache,
-        buf.draft_v_cache,
-        buf.block_tables,
-        buf.d_slot_mapping[:T],
-        tokens,
-        block_size,
-        None,
-        dtype,
-    )
+    block = w.draft_block()
+    kv = PagedKV(buf.draft_k_cache, buf.draft_v_cache, buf.block_tables, buf.d_slot_mapping[:T], block_size)
+    hd = decoder_block(xp, x, block, kv, tokens, dtype)
     active, last = last_rows(xp, buf.d_cu_seqlens[: G + 1], G, T)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0.0)
     logits = _mm(xp, rms_norm(xp, last_hidden, w.draft_final_norm), w.lm_head, dtype)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from graphcheck.backends.engine import float_model
 from graphcheck.backends.engine.float_weights import FloatWeights
-from graphcheck.backends.engine.paged import TokenLayout, gather_kv, last_rows, token_layout, write_kv
+from graphcheck.backends.engine.paged import PagedKV, TokenLayout, gather_kv, last_rows, token_layout, write_kv
 from graphcheck.backends.engine.proposal import propose
 from graphcheck.backends.engine.sampling import EXACT_SCORE_SCALE
 from graphcheck.capture.kernels import kernel
@@ -28,10 +28,10 @@ def wrap(xp, a):
     return xp.mod(a + 8, NPOS_WRAP) - 8
 
 
-def _attend(xp, q, k_cache, v_cache, block_tables, tokens: TokenLayout, block_size, span_blocks=None):
+def _attend(xp, q, kv: PagedKV, tokens: TokenLayout):
     """``a_i = sum_{j <= pos_i} (((q_i . key_j) mod 7) - 3) * val_j`` per packed token."""
     T, H = int(q.shape[0]), int(q.shape[1])
-    keys, vals, causal = gather_kv(xp, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
+    keys, vals, causal = gather_kv(xp, kv, tokens)
     span = int(keys.shape[1])
     q3 = xp.astype(xp.reshape(q, (T, 1, H)), xp.float64)
     # The scores stay in float64 from one matmul to the next (no cast to int64 and back): the
@@ -42,14 +42,14 @@ def _attend(xp, q, k_cache, v_cache, block_tables, tokens: TokenLayout, block_si
     return xp.reshape(attn, (T, H))
 
 
-def _layer(xp, x, wqkv, k_cache, v_cache, block_tables, slot_rows, tokens, block_size, span_blocks=None):  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def _layer(xp, x, wqkv, kv: PagedKV, tokens: TokenLayout):
     # q, key and val in one matmul with ``wqkv = [wq | wk | wv]`` (weights.py): each output
     # column is its own exact integer dot product, so the thirds are the three projections.
     H = int(x.shape[1])
     qkv = wrap(xp, xp.int_matmul(x, wqkv))
     q, key, val = qkv[:, :H], qkv[:, H : 2 * H], qkv[:, 2 * H :]
-    write_kv(xp, k_cache, v_cache, slot_rows, key, val)
-    attn = _attend(xp, q, k_cache, v_cache, block_tables, tokens, block_size, span_blocks)
+    write_kv(xp, kv, key, val)
+    attn = _attend(xp, q, kv, tokens)
     return wrap(xp, x + attn)
 
 
@@ -76,18 +76,8 @@ def target_forward(
     tokens = token_layout(xp, buf.batch_ids[:T], position)
     npos = int(w.pos.shape[0])
     x = wrap(xp, xp.index_select(w.embed, ids, 0) + xp.index_select(w.pos, xp.mod(position, npos), 0))
-    hidden = _layer(
-        xp,
-        x,
-        w.qkv_f64,
-        buf.k_cache,
-        buf.v_cache,
-        tables,
-        buf.slot_mapping[:T],
-        tokens,
-        block_size,
-        span_blocks,
-    )
+    kv = PagedKV(buf.k_cache, buf.v_cache, tables, buf.slot_mapping[:T], block_size, span_blocks)
+    hidden = _layer(xp, x, w.qkv_f64, kv, tokens)
     out_hidden = xp.index_select(hidden, buf.out_token_index[:num_rows], 0)
     logits = xp.int_matmul(out_hidden, w.lm_head_f64)
     return hidden, logits
@@ -117,17 +107,8 @@ def draft_forward(xp, w, buf, num_slots: int, num_tokens: int, block_size: int):
         xp,
         xp.index_select(w.draft_embed, ids, 0) + carried + xp.index_select(w.pos, xp.mod(position, npos), 0),
     )
-    hd = _layer(
-        xp,
-        x,
-        w.draft_qkv_f64,
-        buf.draft_k_cache,
-        buf.draft_v_cache,
-        buf.block_tables,
-        buf.d_slot_mapping[:T],
-        tokens,
-        block_size,
-    )
+    kv = PagedKV(buf.draft_k_cache, buf.draft_v_cache, buf.block_tables, buf.d_slot_mapping[:T], block_size)
+    hd = _layer(xp, x, w.draft_qkv_f64, kv, tokens)
     active, last = last_rows(xp, buf.d_cu_seqlens[: G + 1], G, T)
     last_hidden = xp.where(xp.unsqueeze(active, 1), xp.index_select(hd, last, 0), 0)
     proposals, margins, second = propose(xp, xp.int_matmul(last_hidden, w.lm_head_f64), active, EXACT_SCORE_SCALE)

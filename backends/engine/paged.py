@@ -29,30 +29,50 @@ def token_layout(xp, batch_ids, positions) -> TokenLayout:
     return TokenLayout(xp.maximum(batch_ids, 0), positions, xp.ge(batch_ids, 0))
 
 
-def write_kv(xp, k_cache, v_cache, rows, key, val) -> None:
-    """Write each token's key and value into its cache row (padding: the sink)."""
-    xp.index_put_(k_cache, rows, key)
-    xp.index_put_(v_cache, rows, val)
+@dataclass(frozen=True)
+class PagedKV:
+    """One paged KV cache as a layer's attention writes and reads it in one forward.
+
+    ``k_cache`` / ``v_cache`` ``[rows, H]``: the cache tensors; ``block_tables`` ``[slots, width]``:
+    the block table attention reads; ``slot_rows`` ``[T]``: the cache row each packed token writes
+    (padding: the sink); ``block_size``: rows per block; ``span_blocks``: attention reads the first
+    ``span_blocks`` block-table columns only (None: all of them). Built on the host by the forward
+    kernel from views of the engine's buffers, then handed down unchanged.
+    """
+
+    k_cache: Any
+    v_cache: Any
+    block_tables: Any
+    slot_rows: Any
+    block_size: int
+    span_blocks: int | None = None
 
 
-def gather_kv(xp, k_cache, v_cache, block_tables, tokens: TokenLayout, block_size: int, span_blocks=None):
+def write_kv(xp, kv: PagedKV, key, val) -> None:
+    """Write each token's key and value into its cache row ``kv.slot_rows`` (padding: the sink)."""
+    xp.index_put_(kv.k_cache, kv.slot_rows, key)
+    xp.index_put_(kv.v_cache, kv.slot_rows, val)
+
+
+def gather_kv(xp, kv: PagedKV, tokens: TokenLayout):
     """Keys and values ``[T, span, H]`` of every token's slot, and ``causal`` ``[T, span]`` (``j <= pos``).
 
-    Keys come from the first ``span_blocks`` block-table columns (all of them when None).
+    Keys come from the first ``kv.span_blocks`` block-table columns (all of them when None).
     """
+    block_size = kv.block_size
     T = int(tokens.slot.shape[0])
-    H = int(k_cache.shape[1])
-    width = int(block_tables.shape[1])
-    blocks = xp.index_select(block_tables, tokens.slot, 0)  # [T, width]
-    if span_blocks is not None:
-        width = span_blocks
+    H = int(kv.k_cache.shape[1])
+    width = int(kv.block_tables.shape[1])
+    blocks = xp.index_select(kv.block_tables, tokens.slot, 0)  # [T, width]
+    if kv.span_blocks is not None:
+        width = kv.span_blocks
         blocks = blocks[:, :width]
     span = width * block_size
     blocks = xp.where(xp.unsqueeze(tokens.valid, 1), blocks, SINK_BLOCK)
     offsets = xp.reshape(xp.arange(block_size), (1, 1, block_size))
     rows = xp.reshape(xp.unsqueeze(blocks, 2) * block_size + offsets, (-1,))  # [T * span]
-    keys = xp.reshape(xp.index_select(k_cache, rows, 0), (T, span, H))
-    vals = xp.reshape(xp.index_select(v_cache, rows, 0), (T, span, H))
+    keys = xp.reshape(xp.index_select(kv.k_cache, rows, 0), (T, span, H))
+    vals = xp.reshape(xp.index_select(kv.v_cache, rows, 0), (T, span, H))
     causal = xp.le(xp.reshape(xp.arange(span), (1, span)), xp.unsqueeze(tokens.position, 1))
     return keys, vals, causal
 

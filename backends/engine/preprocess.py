@@ -10,6 +10,8 @@ position 0, the sink KV row), so a graph never reads a previous step's leftovers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from graphcheck.backends.engine.blocks import SINK_BLOCK
 from graphcheck.backends.engine.buffers import PAD_TOKEN
 from graphcheck.capture.kernels import kernel
@@ -111,8 +113,27 @@ def pack_target_inputs(
     return None
 
 
+@dataclass(frozen=True)
+class DraftPackFaults:
+    """The fault switches of :func:`pack_draft_inputs` (``graphcheck.backends.engine.faults``), both
+    off in a correct engine.
+
+    ``padding_writes_kv`` (draft-padding-writes-kv) maps padding rows to slot 0's first KV
+    row instead of the sink; ``offsets_cut_short`` (offsets-cut-short) writes
+    ``d_cu_seqlens[:G]`` only, leaving the last slot's end offset ``d_cu_seqlens[G]`` as an
+    earlier pack wrote it.
+    """
+
+    padding_writes_kv: bool = False
+    offsets_cut_short: bool = False
+
+
+#: A correct engine's draft packing: no fault switched on.
+NO_DRAFT_PACK_FAULTS = DraftPackFaults()
+
+
 @kernel
-def pack_draft_inputs(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def pack_draft_inputs(
     xp,
     buf,
     target_hidden,
@@ -120,9 +141,7 @@ def pack_draft_inputs(  # noqa: PLR0913 (issue 45: still to be taken below 9 par
     num_tokens: int,
     block_size: int,
     first_substep: bool,
-    *,
-    padding_writes_kv: bool = False,
-    offsets_cut_short: bool = False,
+    faults: DraftPackFaults = NO_DRAFT_PACK_FAULTS,
 ) -> None:
     """Pack the draft model's inputs of one substep (README §5.5).
 
@@ -130,13 +149,8 @@ def pack_draft_inputs(  # noqa: PLR0913 (issue 45: still to be taken below 9 par
     position q takes committed token ``t_{q+1}`` (``token_ids_all[b, q+1]``) and
     the target hidden state of position q (packed target row ``cu_q[b] + j``).
     Substep s >= 1: one token per active slot, its last proposal with its last
-    draft hidden state. ``target_hidden`` is only read on substep 0.
-
-    Fault switches (``graphcheck.backends.engine.faults``), both off in a correct engine:
-    ``padding_writes_kv`` (draft-padding-writes-kv) maps padding rows to slot
-    0's first KV row instead of the sink; ``offsets_cut_short``
-    (offsets-cut-short) writes ``d_cu_seqlens[:G]`` only, leaving the last
-    slot's end offset ``d_cu_seqlens[G]`` as an earlier pack wrote it.
+    draft hidden state. ``target_hidden`` is only read on substep 0. ``faults``:
+    :class:`DraftPackFaults`.
     """
     G, T = num_slots, num_tokens
     n = buf.draft_seq_lens_this_time[:G]
@@ -158,11 +172,11 @@ def pack_draft_inputs(  # noqa: PLR0913 (issue 45: still to be taken below 9 par
     xp.assign_where_(buf.d_batch_ids, rows, valid, slot, -1)
     mapping = cache_rows(xp, buf.block_tables, slot, position, block_size)
     pad_row = SINK_BLOCK * block_size
-    if padding_writes_kv:  # fault: padding rows land in slot 0's cache, not the sink (tokenspeed #955)
+    if faults.padding_writes_kv:  # fault: padding rows land in slot 0's cache, not the sink (tokenspeed #955)
         pad_row = xp.take2d(buf.block_tables, xp.zeros((T,), xp.int64), xp.zeros((T,), xp.int64)) * block_size
     xp.assign_where_(buf.d_slot_mapping, rows, valid, mapping, pad_row)
     xp.assign_where_(buf.d_prev_hidden, rows, xp.unsqueeze(valid, 1), hidden, 0)
-    if offsets_cut_short:  # fault: G entries, not G + 1 (FastDeploy #7180)
+    if faults.offsets_cut_short:  # fault: G entries, not G + 1 (FastDeploy #7180)
         xp.assign_(buf.d_cu_seqlens, slice(0, G), cu[:G])
     else:
         xp.assign_(buf.d_cu_seqlens, slice(0, G + 1), cu)

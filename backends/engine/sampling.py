@@ -39,21 +39,9 @@ def _advance_seed(xp, buf, num_slots, increment, wrap: bool = False):
     xp.masked_assign_(buf.infer_seed, slice(0, G), running_mask(xp, buf, G), add(xp, buf.infer_seed[:G], increment))
 
 
-@kernel
-def build_sampling_params(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
-    xp,
-    buf,
-    num_slots: int,
-    num_rows: int,
-    increment: int,
-    advance_seed: bool = True,
-    *,
-    seed_by_row: bool = False,
-    wrap_row_seeds: bool = False,
-    wrap_seed_advance: bool = False,
-    params_by_row: bool = False,
-):
-    """Expand per-slot sampling params to rows; advance ``infer_seed`` in place.
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How :func:`build_sampling_params` reads and advances the seeds (fixed per engine).
 
     ``advance_seed`` is False where the contract does not advance the seed in this
     configuration (``Contract.advances_seed``), and under the naive-seed-frozen and
@@ -64,6 +52,26 @@ def build_sampling_params(  # noqa: PLR0913 (issue 45: still to be taken below 9
     ``params_by_row``: the contract's NAIVE ``packed_row`` reads: row r takes top_p, top_k
     and its base seed from slot r (temperature stays its own slot's).
     """
+
+    advance_seed: bool = True
+    seed_by_row: bool = False
+    wrap_row_seeds: bool = False
+    wrap_seed_advance: bool = False
+    params_by_row: bool = False
+
+
+#: Every flag at its default: the seed advanced, rows reading their slot's values, sums through ``add_mod``.
+DEFAULT_SAMPLING = SamplingOptions()
+
+
+@kernel
+def build_sampling_params(
+    xp, buf, num_slots: int, num_rows: int, increment: int, options: SamplingOptions = DEFAULT_SAMPLING
+):
+    """Expand per-slot sampling params to rows; advance ``infer_seed`` in place (``options``).
+
+    Returns ``(seed, top_p, top_k, temperature)`` per output row.
+    """
     G, N = num_slots, num_rows
     owner = buf.batch_ids_out[:N]
     valid = xp.ge(owner, 0)
@@ -71,17 +79,17 @@ def build_sampling_params(  # noqa: PLR0913 (issue 45: still to be taken below 9
     row = xp.arange(N)
     local = row - xp.index_select(buf.cu_seqlens_out, slot, 0)
     by_row = xp.clip(row, 0, int(buf.infer_seed.shape[0]) - 1)
-    seed_index = by_row if seed_by_row or params_by_row else slot
-    read = by_row if params_by_row else slot
+    seed_index = by_row if options.seed_by_row or options.params_by_row else slot
+    read = by_row if options.params_by_row else slot
     base = xp.index_select(buf.infer_seed, seed_index, 0)
-    row_seed = add_int64_rem if wrap_row_seeds else add_mod
+    row_seed = add_int64_rem if options.wrap_row_seeds else add_mod
     seed = xp.where(valid, row_seed(xp, base, xp.maximum(local, 0) * 4), 0)
     top_p = xp.where(valid, xp.index_select(buf.top_p, read, 0), 1.0)
     top_k = xp.where(valid, xp.index_select(buf.top_k, read, 0), 0)
     temperature = xp.where(valid, xp.index_select(buf.temperature, slot, 0), 1.0)
 
-    if advance_seed:
-        _advance_seed(xp, buf, G, increment, wrap_seed_advance)
+    if options.advance_seed:
+        _advance_seed(xp, buf, G, increment, options.wrap_seed_advance)
     return seed, top_p, top_k, temperature
 
 

@@ -10,6 +10,8 @@ run at the first stop. Only running slots are written.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from graphcheck.backends.engine.sampling import first_true, running_mask
 from graphcheck.capture.kernels import kernel
 from graphcheck.contract import ACCEPT_ALL_EOS_STANDIN
@@ -47,33 +49,36 @@ def _rows_of(xp, values, index):
     return xp.reshape(flat, tuple(index.shape) + tuple(values.shape[1:]))
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """How :func:`verify_drafts` decides (fixed per engine, but for the reasoning-rule fault).
+
+    ``use_candidates``: compare drafts with the TOPP candidates (``cand_ids`` / ``cand_len``)
+    rather than with the rows' tokens. ``accept_policy``: the config's (``normal``,
+    ``accept_all``, ``reject_all``). ``reasoning_rule`` is False only under the
+    reasoning-rule-skipped-in-graph fault: reasoning_status 1 then no longer rejects the
+    drafts. ``verify_window``: the contract's TOPP verify window (0: off; see
+    :func:`_window_walk`); ``window_stored``: its ``window_second`` ``stored`` (a
+    one-candidate row's second candidate reads 0). ``accept_all_guard``: the contract's
+    ``accept_all_eos`` ``replace``: under accept_all an eos draft (not one an override
+    accepts) is emitted as ``ACCEPT_ALL_EOS_STANDIN``.
+    """
+
+    use_candidates: bool = False
+    accept_policy: str = "normal"
+    reasoning_rule: bool = True
+    verify_window: int = 0
+    window_stored: bool = False
+    accept_all_guard: bool = False
+
+
 @kernel
-def verify_drafts(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
-    xp,
-    buf,
-    tokens,
-    cand_ids,
-    cand_len,
-    num_slots: int,
-    use_candidates: bool,
-    accept_policy: str,
-    *,
-    reasoning_rule: bool = True,
-    verify_window: int = 0,
-    window_stored: bool = False,
-    accept_all_guard: bool = False,
-) -> None:
+def verify_drafts(xp, buf, tokens, cand_ids, cand_len, num_slots: int, options: VerifyOptions) -> None:
     """Write ``accept_tokens`` / ``accept_num`` of the running slots of [0, G).
 
     ``tokens`` [rows]: the strategy's phase-2 token per output row (greedy,
     sample or topp_sample). ``cand_ids`` / ``cand_len``: TOPP candidates (when
-    ``use_candidates``), else unused. ``reasoning_rule`` is False only under
-    the reasoning-rule-skipped-in-graph fault: reasoning_status 1 then no
-    longer rejects the drafts. ``verify_window``: the contract's TOPP verify
-    window (0: off; see :func:`_window_walk`); ``window_stored``: its ``window_second``
-    ``stored`` (a one-candidate row's second candidate reads 0). ``accept_all_guard``: the
-    contract's ``accept_all_eos`` ``replace``: under accept_all an eos draft (not one an
-    override accepts) is emitted as ``ACCEPT_ALL_EOS_STANDIN``.
+    ``options.use_candidates``), else unused.
     """
     G = num_slots
     K1 = int(buf.draft_tokens.shape[1])
@@ -85,7 +90,7 @@ def verify_drafts(  # noqa: PLR0913 (issue 45: still to be taken below 9 paramet
     row_token = _rows_of(xp, tokens, row)
 
     drafts = xp.concat([buf.draft_tokens[:G, 1:], xp.full((G, 1), -1, xp.int64)], 1)  # d_{i+1}
-    if use_candidates:
+    if options.use_candidates:
         cands = _rows_of(xp, cand_ids, row)  # [G, K1, C]
         lens = _rows_of(xp, cand_len, row)  # [G, K1]
         C = int(cand_ids.shape[1])
@@ -93,28 +98,29 @@ def verify_drafts(  # noqa: PLR0913 (issue 45: still to be taken below 9 paramet
         match = xp.any(xp.logical_and(xp.eq(cands, xp.unsqueeze(drafts, 2)), in_len), -1)
     else:
         match = xp.eq(drafts, row_token)
-    if accept_policy == "accept_all":
+    if options.accept_policy == "accept_all":
         match = xp.full((G, K1), True, xp.bool)
     override = xp.unsqueeze(buf.accept_override[:G], 1)
     decision = xp.where(xp.ge(override, 0), xp.lt(cols, override), match)
 
     phase1 = xp.eq(buf.seq_lens_encoder[:G], 0)
-    if reasoning_rule:
+    if options.reasoning_rule:
         phase1 = xp.logical_and(phase1, xp.ne(buf.reasoning_status[:G], 1))
-    if accept_policy == "reject_all":
+    if options.accept_policy == "reject_all":
         phase1 = xp.full((G,), False, xp.bool)
     has_draft = xp.lt(cols, xp.unsqueeze(n, 1) - 1)
     accept = xp.logical_and(xp.logical_and(has_draft, xp.unsqueeze(phase1, 1)), decision)
-    if use_candidates and verify_window > 0 and accept_policy == "normal":
-        window = _window_starts(xp, cands, drafts, has_draft, verify_window, lens if window_stored else None)
+    if options.use_candidates and options.verify_window > 0 and options.accept_policy == "normal":
+        stored_lens = lens if options.window_stored else None
+        window = _window_starts(xp, cands, drafts, has_draft, options.verify_window, stored_lens)
         window = xp.logical_and(xp.logical_and(window, xp.unsqueeze(phase1, 1)), xp.lt(override, 0))
-        accepted = _window_walk(xp, accept, window, verify_window)
+        accepted = _window_walk(xp, accept, window, options.verify_window)
     else:
         accepted = first_true(xp, xp.logical_not(accept), K1, cols)  # leading accepted drafts
 
     bonus = xp.reshape(xp.gather(row_token, xp.reshape(xp.clip(accepted, 0, K1 - 1), (G, 1)), 1), (G, 1))
     a2 = xp.unsqueeze(accepted, 1)
-    if accept_all_guard and accept_policy == "accept_all":
+    if options.accept_all_guard and options.accept_policy == "accept_all":
         drafts = _guard_eos_drafts(xp, drafts, buf.eos_ids[:G], xp.lt(override, 0))
     emitted = xp.where(xp.lt(cols, a2), drafts, xp.where(xp.eq(cols, a2), bonus, -1))
     out, count, _ = eos_scan(xp, emitted, accepted + 1, buf.step_idx[:G], buf.max_dec_len[:G], buf.eos_ids[:G], cols)

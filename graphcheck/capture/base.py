@@ -198,14 +198,15 @@ class Graph(ABC):
 
     ``outputs`` is what the region returned at capture; each replay refreshes
     those tensors in place (until the first replay they hold no valid data).
-    Subclasses set ``_ops``, ``static_inputs`` and ``_root_refs`` (weak
-    references to the static inputs' tensor objects, same order).
+    Subclasses set ``_ops``, ``static_inputs`` and ``_root_refs`` (per static input, same
+    order, a callable giving its tensor object or None once it died: a weak reference, or a
+    hold on a root the graph keeps alive itself).
     """
 
     outputs: Any
     static_inputs: tuple[StaticInput, ...]
     _ops: TensorOps
-    _root_refs: tuple[weakref.ref, ...]
+    _root_refs: tuple[Callable[[], Any], ...]
     #: Names of the int attributes a replay advances (``replays``, ``updates``): host state of
     #: the graph that an engine's ``reset()`` puts back with the rest of its checkpoint.
     counters: tuple[str, ...] = ()

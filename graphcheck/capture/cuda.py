@@ -215,7 +215,9 @@ class CudaGraphRunner(GraphRunner):
         self._count = itertools.count(1)
         self.per_kernel = per_kernel
 
-    def capture(self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None) -> CudaGraph:
+    def capture(
+        self, fn: Callable[[], Any], *, names: Mapping[int, str] | None = None
+    ) -> CudaGraph | PerKernelCudaGraph:
         torch, ops = self.torch, self.ops
         label = region_label(next(self._count), fn)
         with torch.cuda.device(self.device):

@@ -359,7 +359,7 @@ def _resolve_target(path: str) -> tuple[Any, str]:
     if not module_name or not attr:
         raise CaptureError(f"hook {path!r} is not 'module:attribute'")
     try:
-        holder = importlib.import_module(module_name)
+        holder: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise CaptureError(f"hook {path!r}: cannot import {module_name}: {exc}") from exc
     *owners, attr = attr.split(".")

@@ -204,6 +204,11 @@ class _Recorder:
 # --------------------------------------------------------------------------- the graph
 
 
+def _held(root: Any) -> Callable[[], Any]:
+    """``root`` behind the call of a weak reference, but held: it stays alive with the graph."""
+    return lambda: root
+
+
 @dataclass(frozen=True)
 class _Holdings:
     """The memory a finished capture holds besides its calls and outputs (``EmulatedRunner._finish``)."""
@@ -215,6 +220,8 @@ class _Holdings:
 
 class EmulatedGraph(Graph):
     """A recorded list of kernel calls; see the module docstring."""
+
+    _ops: FrameworkOps
 
     def __init__(
         self,
@@ -235,7 +242,7 @@ class EmulatedGraph(Graph):
         # A root made inside the region (a view without a base) has no engine
         # object to watch: hold it, so it counts as alive.
         self._root_refs = tuple(
-            (lambda r=root: r) if id(root) in region.objects else weakref.ref(root) for root in table.roots
+            _held(root) if id(root) in region.objects else weakref.ref(root) for root in table.roots
         )
         self._aliases = holdings.aliases  # (static-input index, alias tensor)
         self._owned = holdings.owned  # one tensor per storage the region allocated

@@ -93,7 +93,7 @@ def load_npu_binding() -> NpuBinding:
         import torch_npu
     except Exception as exc:  # typically libhccl.so / libascendcl.so missing: no CANN toolkit
         raise NpuUnavailable(f"importing torch_npu failed ({type(exc).__name__}: {exc})") from exc
-    module = torch.npu
+    module = torch.npu  # type: ignore[attr-defined]  # torch_npu adds torch.npu at import; torch's types lack it
     index = module.current_device() if module.device_count() else 0
     return NpuBinding(module, f"npu:{index}", "npu", f"torch_npu {getattr(torch_npu, '__version__', '?')}")
 

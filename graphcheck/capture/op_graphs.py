@@ -448,6 +448,8 @@ class OpGraph(Graph):
     """
 
     counters = ("replays",)
+    _ops: TorchOps
+    _records: list[OpRecord] | None  # None once reset
 
     def __init__(self, capture: OpCapture, outputs: Any, on_freed: str, on_unreplayed: str = "raise") -> None:
         if on_freed not in ("raise", "keep"):

@@ -17,6 +17,7 @@ import functools
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,9 @@ def _machinery_dirs() -> tuple[str, ...]:
     """Folders whose frames are machinery, not the engine's code."""
     dirs = [*machinery_folders(), os.path.abspath(contextlib.__file__)]
     for name in ("torch", "paddle"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            dirs.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file:
+            dirs.append(os.path.dirname(os.path.abspath(file)) + os.sep)
     return tuple(dirs)
 
 
@@ -96,7 +97,7 @@ def _is_machinery(filename: str) -> bool:
 
 def user_frame(skip: int = 1) -> tuple[str | None, int | None, str | None]:
     """(file, line, function) of the innermost frame outside the machinery, ``skip`` frames up from the caller."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     while frame is not None and _is_machinery(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:

@@ -19,7 +19,7 @@ import weakref
 from typing import Any, Callable, Mapping
 
 from . import kernels
-from .base import Graph, GraphRunner, HostSyncInCapture, bytes_held_by
+from .base import CaptureError, Graph, GraphRunner, HostSyncInCapture, bytes_held_by
 from .torch_ops import TorchOps
 from .warmup import region_label, restore, warm_up
 
@@ -65,6 +65,8 @@ class TorchCudaApiRunner(GraphRunner):
             with torch.cuda.graph(g, pool=self._pool), kernels.observing(_Launcher(label)):
                 outputs = fn()
             graph = g.graph
+            if graph is None:  # capture_end sets it; an error in the region raised above
+                raise CaptureError(f"the emulated capture of {label} ended without a graph")
             graph.outputs, graph.label = outputs, label
             graph.name_inputs(names or {})
             self._emulated.add(graph)

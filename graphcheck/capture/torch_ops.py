@@ -16,7 +16,7 @@ import threading
 from collections.abc import ValuesView
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .base import EscapedOpError, HostSyncInCapture, PoisonedTensorError
 from .capture_state import CaptureState
@@ -211,9 +211,12 @@ def _mode_classes() -> tuple[type, type]:
     """The torch dispatch modes, defined on first use so that importing needs no torch."""
     import torch
 
-    TorchDispatchMode = _dispatch_mode_base()
+    if TYPE_CHECKING:  # the type checker sees torch's class; the base is its subclass of _dispatch_mode_base
+        from torch.utils._python_dispatch import TorchDispatchMode as ModeBase
+    else:
+        ModeBase = _dispatch_mode_base()
 
-    class CaptureMode(TorchDispatchMode):
+    class CaptureMode(ModeBase):
         """During capture: refuse host syncs, track allocations and, if asked, escaped work."""
 
         def __init__(self, state: CaptureState) -> None:
@@ -264,7 +267,7 @@ def _mode_classes() -> tuple[type, type]:
                         f"({state.label}; pass every tensor a kernel touches as an argument)"
                     )
 
-    class PoisonGuard(TorchDispatchMode):
+    class PoisonGuard(ModeBase):
         """Outside captures: raise on any non-view op touching a poisoned storage."""
 
         @_dynamo_disabled_when_loaded
@@ -286,9 +289,12 @@ def _mode_classes() -> tuple[type, type]:
 
 @functools.cache
 def _forwarding_mode_class() -> type:
-    TorchDispatchMode = _dispatch_mode_base()
+    if TYPE_CHECKING:  # as in _mode_classes
+        from torch.utils._python_dispatch import TorchDispatchMode as ModeBase
+    else:
+        ModeBase = _dispatch_mode_base()
 
-    class ForwardingMode(TorchDispatchMode):
+    class ForwardingMode(ModeBase):
         """Hands every op to ``handler(func, args, kwargs)``, except the runners' own bookkeeping."""
 
         def __init__(self, handler: Callable[[Any, tuple, dict], Any]) -> None:

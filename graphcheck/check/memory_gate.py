@@ -216,12 +216,17 @@ def _engines_estimate(factory: Any, member: Any, config: EngineConfig, requests:
 
 
 def _engine_label(factory: Any) -> str:
-    """Whose estimate it is: the built-in engine's (its subclasses' too), else the factory's name."""
-    member = factory_extras(factory).memory_estimate
-    if getattr(member, "__module__", None) == "graphcheck.backends.engine.memory":
-        return "the built-in engine"
-    name = getattr(factory, "__name__", None) or type(factory).__name__
-    return f"engine {ascii(str(name))[1:-1][:60]}"
+    """Whose estimate it is: the owner a ``NamedEstimate`` names (the built-in engine's, its subclasses'
+    too, unless they estimate themselves), else ``engine`` and the factory's name."""
+    owner = factory_extras(factory).estimate_owner
+    if owner is not None:
+        return _one_line(owner)
+    return f"engine {_one_line(str(getattr(factory, '__name__', None) or type(factory).__name__))}"
+
+
+def _one_line(name: str) -> str:
+    """``name`` as ASCII on one line, at most 60 characters."""
+    return ascii(name)[1:-1][:60]
 
 
 def _check(factory: Any, field: str, found: MemoryEstimate | None, limit: int | None, scenario: str) -> None:
