@@ -6,7 +6,7 @@ backend comes from ``GRAPHCHECK_BENCH_BACKEND``, see benchmarks/conftest.py).
 Both modes fuzz the same suites (``graphcheck.suites.SUITES``) with the same seed
 and example count, no example database, on one compute thread like ``graphcheck
 run``: ``fresh`` is one scenario per Hypothesis example, engines built and
-captured for each (``per_config=1, pool=None``); ``pooled`` is ``fuzz_suite``'s
+captured for each (``SearchOptions(per_config=1, pool=None)``); ``pooled`` is ``fuzz_suite``'s
 default, a batch of scenarios per example on one engine configuration, run on
 pooled engines (``graphcheck.search.batches``, ``graphcheck.check.pool``). Each
 mode is one timed round over every suite (a clean engine: no shrinking); the
@@ -25,14 +25,14 @@ import pytest
 pytest.importorskip("pytest_benchmark")
 
 from graphcheck.check.threads import single_threaded  # noqa: E402
-from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, fuzz_suite  # noqa: E402
+from graphcheck.search.fuzz import SearchOptions, fuzz_suite  # noqa: E402
 from graphcheck.suites import SUITES  # noqa: E402
 
 QUICK = os.environ.get("GRAPHCHECK_BENCH_QUICK") == "1"  # see benchmarks/conftest.py
 SUITE_NAMES = ("padding", "seeds") if QUICK else tuple(SUITES)
 EXAMPLES = 2 if QUICK else 8  # per suite: the ci profile's count
 SEED = 0
-MODES = {"fresh": {"per_config": 1, "pool": None}, "pooled": {}}
+MODES = {"fresh": SearchOptions(per_config=1, pool=None), "pooled": SearchOptions()}
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +46,11 @@ def warm(bench_checker: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
             examples=1,
             seed=SEED + 1,
             pending_path=tmp_path_factory.mktemp("warm") / "pending-scenario.json",
-            per_config=1,
-            pool=None,
+            options=MODES["fresh"],
         )
 
 
-def fuzz_all(checker: Any, pending: Path, **mode: Any) -> dict[str, Any]:
+def fuzz_all(checker: Any, pending: Path, mode: SearchOptions) -> dict[str, Any]:
     """Fuzz every suite once; lockstep runs, Hypothesis examples, steps, seconds, and per suite
     its lockstep runs and seconds (``per_suite``: a ``--baseline`` is compared on the suites both ran)."""
     runs = configs = steps = 0
@@ -64,7 +63,9 @@ def fuzz_all(checker: Any, pending: Path, **mode: Any) -> dict[str, Any]:
                 continue  # a suite this engine cannot run (graphcheck run skips it too)
             begun = time.perf_counter()
             strategy = checker.strategy(suite.strategy())
-            result = fuzz_suite(name, strategy, checker, examples=EXAMPLES, seed=SEED, pending_path=pending, **mode)
+            result = fuzz_suite(
+                name, strategy, checker, examples=EXAMPLES, seed=SEED, pending_path=pending, options=mode
+            )
             assert result.outcome is None, f"{name}: {result.outcome.first.headline() if result.outcome.first else ''}"
             per_suite[name] = {"examples": result.examples, "seconds": time.perf_counter() - begun}
             runs, configs, steps = runs + result.examples, configs + EXAMPLES, steps + result.steps
@@ -78,14 +79,14 @@ def test_fuzz(benchmark: Any, bench_checker: Any, warm: None, mode: str, tmp_pat
     bench_device = bench_checker.backend
 
     def run() -> None:
-        figures.update(fuzz_all(bench_checker, tmp_path / "pending-scenario.json", **MODES[mode]))
+        figures.update(fuzz_all(bench_checker, tmp_path / "pending-scenario.json", MODES[mode]))
 
     benchmark.group = "fuzz"
     benchmark.pedantic(run, rounds=1, iterations=1)
     benchmark.extra_info.update(
         kind="fuzz",
         mode=mode,
-        per_config=MODES[mode].get("per_config", DEFAULT_PER_CONFIG),
+        per_config=MODES[mode].per_config,
         suites=list(figures.get("per_suite", SUITE_NAMES)),
         engine=bench_checker.engine.spec,
         examples_per_suite=EXAMPLES,

@@ -4,11 +4,15 @@ Building blocks, bottom up:
 
 * ``capture_size_sets()``, ``engine_configs(...)``: engine configurations;
   every knob of ``engine_configs`` takes a fixed value, a strategy, or None
-  for its default spread.
+  for its default spread. Its modes are keywords (``graph_scope``, ``naive_mode``,
+  ``verify_strategy``, ...); its sizes (``max_num_seqs``, ``capture_sizes``, ``k``, ...)
+  are one :class:`ConfigSizes` record, ``sizes=``.
 * ``seeds(...)``, ``sampling_params(...)``, ``prompts(...)``,
   ``max_dec_lens(...)``, ``event_steps(...)``, ``reasoning_changes(...)``,
   ``eos_ids(...)``: the fields of a request.
-* ``request_specs(config, num_steps, request_id, ...)``: one request.
+* ``request_specs(config, num_steps, request_id, ...)``: one request; what every request
+  of a script draws (events, seed and sampling strategies, prompt and eos sizes) is one
+  :class:`RequestOptions` record, ``options=``.
 * ``accept_runs`` / ``accept_overrides(config, requests, num_steps, ...)``:
   forced accept counts through the engine's draft-override hook.
 * ``scripted_requests`` / ``request_scripts(config, num_steps, ...)``: the
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar, Union, cast
 
 from hypothesis import strategies as st
@@ -197,58 +202,73 @@ def any_order(sizes: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
     return st.permutations(sizes).map(tuple)
 
 
+@dataclass(frozen=True)
+class ConfigSizes:
+    """The sizes ``engine_configs`` draws: batch and graph sizes, draft counts, model dimensions.
+
+    Each knob is a fixed value, a strategy, or None for its default spread. ``vocab_size``,
+    ``hidden_size`` and ``max_model_len`` are fixed; ``max_seqs_cap`` bounds the default spread
+    of ``max_num_seqs``. ``num_model_steps`` (S) is drawn up to whatever ``k`` was drawn (a fixed
+    value is clamped to it).
+    """
+
+    max_num_seqs: Knob[int] = None
+    capture_sizes: Knob[tuple[int, ...]] = None
+    k: Knob[int] = None  # num_speculative_tokens
+    num_model_steps: Knob[int] = None
+    block_size: Knob[int] = None
+    max_candidate_len: Knob[int] = None
+    vocab_size: int = DEFAULT.vocab_size
+    hidden_size: int = DEFAULT.hidden_size
+    max_model_len: int = DEFAULT.max_model_len
+    max_seqs_cap: int = 6
+
+
 @_memo
 @st.composite
-def engine_configs(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def engine_configs(
     draw: st.DrawFn,
     *,
-    max_num_seqs: Knob[int] = None,
-    capture_sizes: Knob[tuple[int, ...]] = None,
-    k: Knob[int] = None,
-    num_model_steps: Knob[int] = None,
+    graph_scope: Knob[str] = None,
+    naive_mode: Knob[bool] = None,
     verify_strategy: Knob[str] = None,
     accept_policy: Knob[str] = None,
-    naive_mode: Knob[bool] = None,
-    graph_scope: Knob[str] = None,
-    block_size: Knob[int] = None,
-    max_candidate_len: Knob[int] = None,
-    vocab_size: int = DEFAULT.vocab_size,
-    hidden_size: int = DEFAULT.hidden_size,
-    max_model_len: int = DEFAULT.max_model_len,
-    model_seed: Knob[int] = None,
-    max_seqs_cap: int = 6,
     contract: Knob[str] = None,
+    model_seed: Knob[int] = None,
+    sizes: ConfigSizes | None = None,
 ) -> EngineConfig:
     """An EngineConfig; each knob is a fixed value, a strategy, or None for the default spread.
+
+    The keywords are the engine's modes (what an adapter narrows to what its engine supports:
+    ``engine_configs(graph_scope="step", naive_mode=False)``) and its model's seed; ``sizes``
+    (:class:`ConfigSizes`) the numbers: ``engine_configs(sizes=ConfigSizes(max_num_seqs=2, k=3))``.
 
     ``contract`` (a ``graphcheck.contract`` preset name) is "default" unless given; None
     draws nothing, so the default spread of every other knob stays as it was.
 
     By default max_num_seqs is often below the largest capture size (buffers
-    must still hold the largest padded batch), and ``num_model_steps`` (S) is
-    drawn up to whatever k was drawn. ``num_model_steps`` may be a strategy,
-    a fixed value (clamped to k) or None.
+    must still hold the largest padded batch).
     """
-    sizes = draw(_knob(capture_sizes, capture_size_sets()))
-    largest = max(sizes, default=0)
-    seqs_default = toward(DEFAULT.max_num_seqs, 1, max_seqs_cap)
+    knobs = sizes or ConfigSizes()
+    capture_sizes = draw(_knob(knobs.capture_sizes, capture_size_sets()))
+    largest = max(capture_sizes, default=0)
+    seqs_default = toward(DEFAULT.max_num_seqs, 1, knobs.max_seqs_cap)
     if largest > 1:
         seqs_default = _either(seqs_default, _int(1, largest - 1))
-    k_value = draw(_knob(k, _int(1, 4)))
+    k_value = draw(_knob(knobs.k, _int(1, 4)))
+    candidates_default = toward(DEFAULT.max_candidate_len, 1, min(MAX_CANDIDATE_LEN, knobs.vocab_size - 1))
     return EngineConfig(
-        max_num_seqs=draw(_knob(max_num_seqs, seqs_default)),
+        max_num_seqs=draw(_knob(knobs.max_num_seqs, seqs_default)),
         num_speculative_tokens=k_value,
-        num_model_steps=min(k_value, draw(_knob(num_model_steps, _int(1, k_value)))),
-        capture_sizes=sizes,
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        block_size=draw(_knob(block_size, _pick(DEFAULT.block_size, 4, 16, 2))),
-        max_model_len=max_model_len,
+        num_model_steps=min(k_value, draw(_knob(knobs.num_model_steps, _int(1, k_value)))),
+        capture_sizes=capture_sizes,
+        vocab_size=knobs.vocab_size,
+        hidden_size=knobs.hidden_size,
+        block_size=draw(_knob(knobs.block_size, _pick(DEFAULT.block_size, 4, 16, 2))),
+        max_model_len=knobs.max_model_len,
         verify_strategy=draw(_knob(verify_strategy, _pick(*VERIFY_STRATEGIES))),
         accept_policy=draw(_knob(accept_policy, _pick("normal", "normal", "accept_all", "reject_all"))),
-        max_candidate_len=draw(
-            _knob(max_candidate_len, toward(DEFAULT.max_candidate_len, 1, min(MAX_CANDIDATE_LEN, vocab_size - 1)))
-        ),
+        max_candidate_len=draw(_knob(knobs.max_candidate_len, candidates_default)),
         naive_mode=draw(_knob(naive_mode, _pick(False, False, False, True))),
         graph_scope=draw(_knob(graph_scope, _pick(*SCOPES))),
         model_seed=draw(_knob(model_seed, _int(0, 2**16))),
@@ -425,9 +445,28 @@ def _eos_ids(vocab_size: int, max_size: int) -> st.SearchStrategy[tuple[int, ...
 # ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RequestOptions:
+    """What every request of a script draws: which events, which seeds and sampling parameters, how large.
+
+    ``aborts`` / ``reasoning``: whether a request may be aborted / change its reasoning_status;
+    ``seed`` / ``sampling``: strategies for its seed and (temperature, top_p, top_k), None for the
+    default spread (``seeds``, ``sampling_params``); ``max_prompt_len``: the usual prompt's
+    longest (``prompts``); ``max_eos``: eos ids per request, at most. ``scenarios``,
+    ``request_scripts`` and ``scripted_requests`` take them as keywords of their own.
+    """
+
+    aborts: bool = True
+    reasoning: bool = True
+    seed: st.SearchStrategy[int] | None = None
+    sampling: st.SearchStrategy[SamplingParams] | None = None
+    max_prompt_len: int = 12
+    max_eos: int = 2
+
+
 @_memo_on(lambda config, num_steps, request_id, **kw: (_request_view(config), num_steps, request_id, _kw(kw)))
 @st.composite
-def request_specs(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def request_specs(
     draw: st.DrawFn,
     config: EngineConfig,
     num_steps: int,
@@ -435,31 +474,28 @@ def request_specs(  # noqa: PLR0913 (issue 45: still to be taken below 9 paramet
     *,
     arrival: Knob[int] = None,
     lifetime: str = "mixed",
-    aborts: bool = True,
-    reasoning: bool = True,
-    seed: st.SearchStrategy[int] | None = None,
-    sampling: st.SearchStrategy[SamplingParams] | None = None,
-    max_prompt_len: int = 12,
-    max_eos: int = 2,
+    options: RequestOptions | None = None,
 ) -> RequestSpec:
-    """One request of the script; events (abort, reasoning) fall after its arrival."""
+    """One request of the script; events (abort, reasoning) fall after its arrival. ``lifetime``:
+    see ``max_dec_lens``; ``options`` (:class:`RequestOptions`): what it draws."""
+    opts = options or RequestOptions()
     when = draw(_knob(arrival, _int(0, num_steps - 1)))
-    prompt = draw(prompts(config, max_len=max_prompt_len))
-    temperature, top_p, top_k = draw(sampling if sampling is not None else sampling_params(config))
+    prompt = draw(prompts(config, max_len=opts.max_prompt_len))
+    temperature, top_p, top_k = draw(opts.sampling if opts.sampling is not None else sampling_params(config))
     abort = None
-    if aborts and when + 1 <= num_steps:
+    if opts.aborts and when + 1 <= num_steps:
         abort = draw(_either(*_NO_ABORT, event_steps(when + 1, num_steps)))
     return RequestSpec(
         request_id=request_id,
         arrival_step=when,
         prompt=prompt,
         max_dec_len=draw(max_dec_lens(config, num_steps - when, len(prompt), lifetime)),
-        eos_token_ids=draw(eos_ids(config, max_size=max_eos)),
+        eos_token_ids=draw(eos_ids(config, max_size=opts.max_eos)),
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
-        seed=draw(seed if seed is not None else seeds(config, num_steps)),
-        reasoning=draw(reasoning_changes(num_steps, when)) if reasoning else (),
+        seed=draw(opts.seed if opts.seed is not None else seeds(config, num_steps)),
+        reasoning=draw(reasoning_changes(num_steps, when)) if opts.reasoning else (),
         abort_step=abort,
     )
 
@@ -582,10 +618,12 @@ def scripted_requests(
     All of a request's choices, its overrides included, form one contiguous
     block of draws, and its events are drawn relative to its arrival: the
     shrinker can delete any request, or move it, without disturbing the rest.
+    ``request_kw``: the fields of :class:`RequestOptions` (``aborts``, ``max_eos``, ...).
     """
     arrival = draw(_either(_pick(*bursts), _int(0, num_steps - 1)))
     lifetime = draw(_pick(*lifetimes))
-    spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, **request_kw))
+    options = RequestOptions(**request_kw)
+    spec = draw(request_specs(config, num_steps, request_id, arrival=arrival, lifetime=lifetime, options=options))
     accepts = draw(accept_overrides(config, [spec], num_steps, max_overrides=max_accept_runs))
     return Script((spec,), accepts)
 
@@ -609,7 +647,8 @@ def request_scripts(
     leaves holes (a low slot frees while a higher one runs) or shrinks the
     slot high-water mark R (a high slot frees first); later bursts grow it
     again, and padded rows then exist where a larger batch ran before.
-    ``request_kw`` goes to ``scripted_requests`` / ``request_specs``. Under a contract whose
+    ``request_kw`` goes to ``scripted_requests`` (``lifetimes``, ``max_accept_runs`` and the fields
+    of :class:`RequestOptions`). Under a contract whose
     eos lists have one length (``eos_lengths`` ``uniform``) each is cut to the shortest's.
     """
     bursts = draw(burst_steps(num_steps, max_bursts=max_bursts))
@@ -637,7 +676,7 @@ def scenarios(
     **script_kw: Any,
 ) -> Scenario:
     """A whole scenario. ``script_kw`` goes to ``request_scripts`` (and on to
-    ``scripted_requests`` and ``request_specs``): ``max_bursts``, ``lifetimes``,
+    ``scripted_requests`` and :class:`RequestOptions`): ``max_bursts``, ``lifetimes``,
     ``max_accept_runs`` (per request), ``aborts``, ``reasoning``, ``seed``, ``sampling``,
     ``max_prompt_len``, ``max_eos``."""
     config = draw(configs if configs is not None else engine_configs())
@@ -653,6 +692,7 @@ __all__ = [
     "any_order",
     "burst_steps",
     "capture_size_sets",
+    "ConfigSizes",
     "engine_configs",
     "eos_ids",
     "event_steps",
@@ -662,6 +702,7 @@ __all__ = [
     "reasoning_excursions",
     "request_scripts",
     "request_specs",
+    "RequestOptions",
     "room",
     "sampling_params",
     "Script",

@@ -12,7 +12,7 @@ from graphcheck.reference.decoder import ReferenceDecoder, decode, reasoning_sta
 from graphcheck.reference.model import wrap
 from graphcheck.reference.rng import add_mod, mix64, uniform, uniform_open0
 from graphcheck.reference.sampling import Candidates, candidates, greedy, sample, topp_sample
-from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, VerifyRule, judge_row, naive_step, verify
 from graphcheck.reference.weights import NPOS, Weights, make_weights
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "RowVerdict",
     "VerifyInput",
     "VerifyResult",
+    "VerifyRule",
     "Weights",
     "add_mod",
     "candidates",

@@ -18,7 +18,7 @@ import numpy as np
 from graphcheck.contract import Contract
 from graphcheck.reference.rng import add_mod
 from graphcheck.reference.sampling import as_scores, sample
-from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, judge_row, naive_step, verify
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyResult, VerifyRule, judge_row, naive_step, verify
 from graphcheck.scenario import SEED_MODULUS, EngineConfig, RequestSpec
 
 _INT64_SPAN = 1 << 64
@@ -133,18 +133,11 @@ def decide(
         tok, amb = sample(scores(0), spec.temperature, read.top_p, read.top_k, seed, eps=eps)
         return naive_step(tok, inp.step_idx, inp.max_dec_len, inp.eos, amb, inp.max_len_token)
 
+    rule = VerifyRule(config.verify_strategy, config.max_candidate_len, eps, free_draw=free and follow is None)
+
     def row(i: int) -> RowVerdict:
-        verdict = judge_row(
-            config.verify_strategy,
-            scores(i),
-            spec.temperature,
-            spec.top_p,
-            contract.top_k_of(spec.top_k),
-            row_seed(contract, infer_seed, i),
-            config.max_candidate_len,
-            eps=eps,
-            free_draw=free and follow is None,
-        )
+        top_k, seed = contract.top_k_of(spec.top_k), row_seed(contract, infer_seed, i)
+        verdict = judge_row(rule, scores(i), spec.temperature, spec.top_p, top_k, seed)
         if free and follow is not None and config.verify_strategy == "topp":
             return _follow_draw(verdict, follow, i, inp)
         return verdict

@@ -190,24 +190,26 @@ def naive_step(
     return VerifyResult(tuple(out.tokens), out.step_idx, out.stopped, ambiguous)
 
 
-def judge_row(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
-    strategy: str,
-    logits: np.ndarray,
-    temperature: float,
-    top_p: float,
-    top_k: int,
-    row_seed: int,
-    max_candidate_len: int,
-    *,
-    eps: float = EPS,
-    free_draw: bool = False,
-) -> RowVerdict:
-    """The RowVerdict of one row of logits (integer: the exact model) or scores under a verify strategy.
+@dataclass(frozen=True)
+class VerifyRule:
+    """How every row of a step is judged: the config's verify strategy and candidate limit, the contract's float rules.
 
     ``eps``: the contract's float band; ``free_draw``: the contract leaves the TOPP
     phase-2 draw unspecified, so the drawn token is ambiguous whenever the row
     has more than one candidate to draw from.
     """
+
+    strategy: str  # "greedy", "target_match" or "topp"
+    max_candidate_len: int
+    eps: float = EPS
+    free_draw: bool = False
+
+
+def judge_row(
+    rule: VerifyRule, logits: np.ndarray, temperature: float, top_p: float, top_k: int, row_seed: int
+) -> RowVerdict:
+    """The RowVerdict of one row of logits (integer: the exact model) or scores under ``rule``."""
+    strategy, eps = rule.strategy, rule.eps
     if strategy == "greedy":
         tok, amb = greedy(logits)
         return RowVerdict((tok,), tok, amb, amb)
@@ -215,13 +217,13 @@ def judge_row(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
         tok, amb = sample(logits, temperature, top_p, top_k, row_seed, eps=eps)
         return RowVerdict((tok,), tok, amb, amb)
     if strategy == "topp":
-        cands = candidates(logits, temperature, top_p, max_candidate_len, eps=eps)
+        cands = candidates(logits, temperature, top_p, rule.max_candidate_len, eps=eps)
         tok, amb = topp_sample(cands, top_p, row_seed, eps=eps)
-        amb |= free_draw and max(cands.lengths) > 1
+        amb |= rule.free_draw and max(cands.lengths) > 1
         return RowVerdict(
             cands.accepted, tok, token_ambiguous=amb, unsure=cands.unsure, ranked=cands.ids, lengths=cands.lengths
         )
     raise ValueError(f"unknown verify strategy {strategy!r}")
 
 
-__all__ = ["RowVerdict", "VerifyInput", "VerifyResult", "verify", "naive_step", "judge_row"]
+__all__ = ["RowVerdict", "VerifyInput", "VerifyResult", "VerifyRule", "verify", "naive_step", "judge_row"]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from graphcheck.reference import decode
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, RequestSpec, Scenario, validate
 from graphcheck.step_result import StepResult
-from graphcheck.strategies import engine_configs, request_specs, sampling_params
+from graphcheck.strategies import ConfigSizes, RequestOptions, engine_configs, request_specs, sampling_params
 
 #: A closed walk over the four reasoning statuses taking every one of the 12 transitions once
 #: (the complete digraph on 0..3 is Eulerian); any rotation of it is one too.
@@ -80,14 +80,20 @@ def _config(draw: st.DrawFn, recipe: Recipe) -> EngineConfig:
         policy = _ACCEPTING_POLICY
     if recipe.shape == "shrinking batch":
         sizes = _SHRINKING_SIZES
-        config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy, max_num_seqs=8))
+        config = draw(
+            engine_configs(
+                naive_mode=naive, accept_policy=policy, sizes=ConfigSizes(max_num_seqs=8, capture_sizes=sizes)
+            )
+        )
         return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes))
     if recipe.shape == "past every bucket":
         sizes = _SMALL_SIZES
-        config = draw(engine_configs(capture_sizes=sizes, naive_mode=naive, accept_policy=policy))
+        config = draw(engine_configs(naive_mode=naive, accept_policy=policy, sizes=ConfigSizes(capture_sizes=sizes)))
         return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes) + draw(st.integers(1, 3)))
     if recipe.shape == "handover":  # forced accept counts need drafts; one slot per request, no queue
-        config = draw(engine_configs(capture_sizes=_HANDOVER_SIZES, naive_mode=False, accept_policy=policy))
+        config = draw(
+            engine_configs(naive_mode=False, accept_policy=policy, sizes=ConfigSizes(capture_sizes=_HANDOVER_SIZES))
+        )
         return dataclasses.replace(config, max_num_seqs=max(config.capture_sizes))
     return draw(engine_configs(naive_mode=naive, accept_policy=policy))
 
@@ -138,9 +144,7 @@ def _requests(
                 f"r{i}",
                 arrival=arrivals[i],
                 lifetime=lifetimes[i],
-                aborts=recipe.shape == "mixed" and i > 0,
-                reasoning=False,
-                sampling=sampling,
+                options=RequestOptions(aborts=recipe.shape == "mixed" and i > 0, reasoning=False, sampling=sampling),
             )
         )
         for i in range(n)
@@ -178,7 +182,16 @@ def combination_scenarios(draw: st.DrawFn) -> Scenario:
     for i in range(len(requests), int(recipe.tour) + len(recipe.stops) + len(pair)):  # a request per recipe
         arrival = draw(st.integers(0, 2))
         requests.append(
-            draw(request_specs(config, num_steps, f"r{i}", arrival=arrival, lifetime="long", reasoning=False))
+            draw(
+                request_specs(
+                    config,
+                    num_steps,
+                    f"r{i}",
+                    arrival=arrival,
+                    lifetime="long",
+                    options=RequestOptions(reasoning=False),
+                )
+            )
         )
     if recipe.tour:
         requests[0] = _tour(draw, requests[0], num_steps)

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from graphcheck.adapter import EngineFactory
 from graphcheck.check.threads import single_threaded
 from graphcheck.scenario import AcceptOverride, EngineConfig, ReasoningChange, Scenario, validate
-from graphcheck.strategies import engine_configs, request_specs
+from graphcheck.strategies import RequestOptions, engine_configs, request_specs
 from graphcheck.suites.properties import backend_from_env, checker
 
 #: Requests waiting or running at once, beyond which ``join`` is not offered (keeps runs cheap).
@@ -74,7 +74,13 @@ class LifecycleMachine(RuleBasedStateMachine):
     def join(self, data: st.DataObject) -> None:
         rid = f"m{self.joined}"
         spec = data.draw(
-            request_specs(self.scenario.config, self.t + 1, rid, arrival=self.t, aborts=False, reasoning=False),
+            request_specs(
+                self.scenario.config,
+                self.t + 1,
+                rid,
+                arrival=self.t,
+                options=RequestOptions(aborts=False, reasoning=False),
+            ),
             label=rid,
         )
         self.joined += 1

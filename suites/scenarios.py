@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.strategies import (
+    ConfigSizes,
     any_order,
     capture_size_sets,
     engine_configs,
@@ -32,7 +33,7 @@ def _any_order(sizes: st.SearchStrategy[tuple[int, ...]]) -> st.SearchStrategy[t
 def address_scenarios() -> st.SearchStrategy[Scenario]:
     """Graphs always captured, requests that live long enough for replays of several buckets
     (static inputs rebound, freed or baked in show on the first replay that reads them)."""
-    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
+    configs = engine_configs(sizes=ConfigSizes(capture_sizes=capture_size_sets(allow_empty=False)))
     return scenarios(
         configs=configs,
         max_requests=4,
@@ -50,8 +51,10 @@ def padding_scenarios() -> st.SearchStrategy[Scenario]:
     The simplest example already pads: two requests in a bucket of four."""
     sparse = st.sampled_from(((4,), (2, 4), (2, 4, 8), (1, 4), (1, 8), (3, 6), (1, 2, 4, 8)))
     configs = engine_configs(
-        capture_sizes=_any_order(st.one_of(sparse, capture_size_sets(allow_empty=False))),
-        max_num_seqs=st.integers(2, 8),
+        sizes=ConfigSizes(
+            capture_sizes=_any_order(st.one_of(sparse, capture_size_sets(allow_empty=False))),
+            max_num_seqs=st.integers(2, 8),
+        )
     )
     return scenarios(
         configs=configs,
@@ -85,10 +88,12 @@ def accept_scenarios() -> st.SearchStrategy[Scenario]:
     reasoning_status excursions met by forced accepts (two times in three), eos and
     max_dec_len inside accepted drafts, S up to k."""
     configs = engine_configs(
-        k=st.integers(1, 4),
-        num_model_steps=st.sampled_from((1, 2, 3, 4)),  # clamped to k
         naive_mode=False,
         accept_policy=st.sampled_from(("normal", "accept_all", "normal", "reject_all")),
+        sizes=ConfigSizes(
+            k=st.integers(1, 4),
+            num_model_steps=st.sampled_from((1, 2, 3, 4)),  # clamped to k
+        ),
     )
     base = scenarios(
         configs=configs,
@@ -141,8 +146,10 @@ def capacity_scenarios() -> st.SearchStrategy[Scenario]:
     example has one request, max_num_seqs 1 and buckets (2, 8)."""
     presets = st.sampled_from(((2, 8), (8,), (2, 16), (1, 2, 4, 8, 16), (4, 8), (16,), (3,), ()))
     configs = engine_configs(
-        capture_sizes=_any_order(st.one_of(presets, capture_size_sets(max_size=16))),
-        max_num_seqs=st.integers(1, 4),
+        sizes=ConfigSizes(
+            capture_sizes=_any_order(st.one_of(presets, capture_size_sets(max_size=16))),
+            max_num_seqs=st.integers(1, 4),
+        )
     )
     return scenarios(
         configs=configs,
@@ -158,7 +165,7 @@ def capacity_scenarios() -> st.SearchStrategy[Scenario]:
 
 def memory_scenarios() -> st.SearchStrategy[Scenario]:
     """Long decode-only stretches of replays (memory must stay flat after the first replay)."""
-    configs = engine_configs(capture_sizes=capture_size_sets(allow_empty=False))
+    configs = engine_configs(sizes=ConfigSizes(capture_sizes=capture_size_sets(allow_empty=False)))
     return scenarios(
         configs=configs,
         max_requests=3,
@@ -175,7 +182,7 @@ def memory_scenarios() -> st.SearchStrategy[Scenario]:
 def lifecycle_scenarios() -> st.SearchStrategy[Scenario]:
     """Arrivals, aborts, exits on eos and max_dec_len, queueing and reasoning changes at any
     step; short lifetimes first, so slots free and are reused from the simplest example on."""
-    configs = engine_configs(max_num_seqs=st.integers(1, 4))
+    configs = engine_configs(sizes=ConfigSizes(max_num_seqs=st.integers(1, 4)))
     return scenarios(
         configs=configs,
         min_requests=2,
@@ -200,7 +207,7 @@ def pressure_scenarios() -> st.SearchStrategy[Scenario]:
 
 @st.composite
 def _pressure_scenarios(draw: st.DrawFn) -> Scenario:
-    config = draw(engine_configs(max_num_seqs=st.integers(2, 4)))
+    config = draw(engine_configs(sizes=ConfigSizes(max_num_seqs=st.integers(2, 4))))
     num_steps = draw(st.integers(20, 32))
     requests = [draw(_pressure_request(config, num_steps, f"r{i}")) for i in range(draw(st.integers(3, 6)))]
     return validate(Scenario(config, tuple(requests), (), num_steps, "pressure"))

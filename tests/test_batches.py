@@ -1,6 +1,6 @@
 """Fuzzing in batches: ``rebase`` keeps scenarios valid, and the batched search reports one scenario.
 
-``fuzz_suite(per_config=1, pool=None)`` is the search of one scenario per
+``fuzz_suite(options=SearchOptions(per_config=1, pool=None))`` is the search of one scenario per
 example, as it was: the same draws as a plain seeded ``@given`` over the strategy.
 """
 
@@ -18,7 +18,7 @@ from graphcheck.check.checker import Checker
 from graphcheck.scenario import AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.search.batches import batches, rebase
 from graphcheck.search.determinism import seed_only
-from graphcheck.search.fuzz import fuzz_suite
+from graphcheck.search.fuzz import SearchHooks, SearchOptions, fuzz_suite
 from graphcheck.strategies import scenarios
 from graphcheck.suites import SUITES
 
@@ -100,9 +100,8 @@ def test_one_scenario_per_config_and_no_pool_is_the_old_search(tmp_path: Path) -
         examples=4,
         seed=3,
         pending_path=tmp_path / "p.json",
-        on_example=lambda scenario, outcome: seen.append(scenario),
-        per_config=1,
-        pool=None,
+        hooks=SearchHooks(on_example=lambda scenario, outcome: seen.append(scenario)),
+        options=SearchOptions(per_config=1, pool=None),
     )
     assert result.outcome is None and result.examples == 4
     assert seen == _plain_draws(suite.strategy(), 3, 4)
@@ -122,8 +121,8 @@ def test_a_batched_search_reports_and_shrinks_the_diverging_scenario(tmp_path: P
             examples=10,
             seed=0,
             pending_path=tmp_path / "p.json",
-            on_example=lambda scenario, outcome: runs.append((scenario, outcome.clean)),
-            per_config=4,
+            hooks=SearchHooks(on_example=lambda scenario, outcome: runs.append((scenario, outcome.clean))),
+            options=SearchOptions(per_config=4),
         )
 
     result = search()

@@ -48,7 +48,7 @@ from graphcheck.cli import exitcodes, main
 from graphcheck.report.catalog import write_catalog
 from graphcheck.report.catalog_model import CatalogInfo
 from graphcheck.scenario import EngineConfig, RequestSpec, Scenario
-from graphcheck.search.timed_search import Detection, SearchResult, Shrunk, timed_search
+from graphcheck.search.timed_search import Detection, SearchResult, Shrunk, TimeBudget, timed_search
 from graphcheck.step_result import RequestStep, StepResult
 from graphcheck.suites import SUITES
 from graphcheck.suites.properties import backend_from_env
@@ -251,10 +251,11 @@ def _outcome(scenario: Scenario, failing: bool, step: int = 1, loc: Localisation
     return CheckOutcome(scenario, "fake", "none", divergences=divs, localisation=loc)
 
 
-def _search(check: Any, tmp_path: Path, **kwargs: Any) -> SearchResult:
-    options = dict(budget_s=5.0, shrink_s=5.0, seed="0", pending_path=tmp_path / "pending.json", slice_examples=10)
-    options.update(kwargs)
-    return timed_search([_Suite("first"), _Suite("second")], check, **options)
+def _search(check: Any, tmp_path: Path, budget: TimeBudget | None = None, draws: Any = None) -> SearchResult:
+    budget = budget or TimeBudget(5.0, 5.0)
+    plan = [_Suite("first"), _Suite("second")]
+    pending = tmp_path / "pending.json"
+    return timed_search(plan, check, budget=budget, seed="0", pending_path=pending, slice_examples=10, draws=draws)
 
 
 def test_search_detects_then_shrinks_to_the_smallest(tmp_path: Path) -> None:
@@ -303,7 +304,7 @@ class _Clock:
 
 def test_search_stops_at_its_budget_and_cycles_the_plan(tmp_path: Path) -> None:
     clock = _Clock(0.01)
-    result = _search(lambda s: (clock.tick(), _outcome(s, False))[1], tmp_path, budget_s=0.6, clock=clock)
+    result = _search(lambda s: (clock.tick(), _outcome(s, False))[1], tmp_path, TimeBudget(0.6, 5.0, clock))
     assert not result.detected and result.shrunk is None
     assert result.examples == 60 and result.seconds == pytest.approx(0.6)
     assert result.suites == ("first", "second"), "a slice of 10, then the next suite, round and round"
@@ -322,7 +323,7 @@ def test_search_draws_through_the_checkers_strategy(tmp_path: Path) -> None:
 
 
 def test_search_keeps_the_best_when_the_shrink_budget_runs_out(tmp_path: Path) -> None:
-    result = _search(lambda s: _outcome(s, len(s.requests) >= 2), tmp_path, shrink_s=0.0)
+    result = _search(lambda s: _outcome(s, len(s.requests) >= 2), tmp_path, TimeBudget(5.0, 0.0))
     assert result.detected and result.shrunk is not None
     assert not result.shrunk.complete and result.shrunk.examples == 0
     assert result.shrunk.outcome is result.detection.outcome

@@ -587,7 +587,13 @@ def test_a_batched_searchs_progress_never_runs_past_its_budget(tmp_path: Path) -
     checker = Checker(resolve("cpu"))
     strategy = checker.strategy(load_suites()["seeds"].strategy())
     result = fuzz.fuzz_suite(
-        "seeds", strategy, checker, examples=3, seed=0, pending_path=tmp_path / "p.json", on_progress=seen.append
+        "seeds",
+        strategy,
+        checker,
+        examples=3,
+        seed=0,
+        pending_path=tmp_path / "p.json",
+        hooks=fuzz.SearchHooks(on_progress=seen.append),
     )
     assert result.outcome is None and seen
     assert all(p.budget == 3 * fuzz.DEFAULT_PER_CONFIG for p in seen)

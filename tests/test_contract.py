@@ -38,7 +38,7 @@ from graphcheck.reference import rng as ref_rng
 from graphcheck.reference.decoder import ReferenceDecoder, decode
 from graphcheck.reference.rules import BANNED_SCORE, ban_eos, decide, next_seed, row_seed
 from graphcheck.reference.sampling import candidates, probabilities
-from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyRule, judge_row
 from graphcheck.reference.verify import verify as ref_verify
 from graphcheck.scenario import MAX_EOS_IDS, SEED_MODULUS, AcceptOverride, EngineConfig, RequestSpec, Scenario, validate
 from graphcheck.step_result import StepResult
@@ -383,8 +383,8 @@ def test_a_free_topp_draw_is_ambiguous_in_the_reference() -> None:
     scores = np.array([[4.0, 3.9, 3.8, 0.0]])
     cands = candidates(scores[0], 1.0, 1.0, 4)
     assert len(cands.accepted) > 1
-    assert judge_row("topp", scores[0], 1.0, 1.0, 0, 5, 4, free_draw=True).token_ambiguous
-    assert not judge_row("topp", scores[0], 1.0, 1.0, 0, 5, 4).token_ambiguous
+    assert judge_row(VerifyRule("topp", 4, free_draw=True), scores[0], 1.0, 1.0, 0, 5).token_ambiguous
+    assert not judge_row(VerifyRule("topp", 4), scores[0], 1.0, 1.0, 0, 5).token_ambiguous
     scenario = _topp_scenario("fastdeploy")
     seeded = ReferenceDecoder(scenario.config, contract=dataclasses.replace(FASTDEPLOY, topp_draw="row_seed"))
     free, fixed = decode(scenario), run_script(seeded, scenario)

@@ -28,7 +28,7 @@ from graphcheck.cli import exitcodes, main
 from graphcheck.errors import InputError
 from graphcheck.scenario import Scenario
 from graphcheck.search.database import DEFAULT_DIRECTORY, ENV_VAR, DatabaseSpec, database_key
-from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, SearchInterrupted, fuzz_suite
+from graphcheck.search.fuzz import DEFAULT_PER_CONFIG, SearchHooks, SearchInterrupted, SearchOptions, fuzz_suite
 
 from _layers import slow
 
@@ -102,9 +102,8 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
             examples=8,
             seed=seed,
             pending_path=tmp_path / "p.json",
-            on_example=lambda scenario, outcome: seen.append(scenario),
-            database=db,
-            database_key=key,
+            hooks=SearchHooks(on_example=lambda scenario, outcome: seen.append(scenario)),
+            options=SearchOptions(database=db, database_key=key),
         )
 
     def first_example(seed: int, key: bytes) -> Scenario:
@@ -123,9 +122,8 @@ def test_directory_database_replays_the_saved_failure_first(tmp_path: Path) -> N
                 examples=8,
                 seed=seed,
                 pending_path=tmp_path / "p.json",
-                on_example=stop,
-                database=db,
-                database_key=key,
+                hooks=SearchHooks(on_example=stop),
+                options=SearchOptions(database=db, database_key=key),
             )
         return seen[0]
 
@@ -168,10 +166,8 @@ def test_a_replayed_batch_fails_at_its_first_example_though_a_passing_scenario_r
             examples=4,
             seed=0,
             pending_path=tmp_path / "p.json",
-            on_example=lambda scenario, outcome: runs.append(outcome.clean),
-            database=db,
-            database_key=b"replay",
-            per_config=2,
+            hooks=SearchHooks(on_example=lambda scenario, outcome: runs.append(outcome.clean)),
+            options=SearchOptions(per_config=2, database=db, database_key=b"replay"),
         )
 
     assert search([]).first_failure_at is not None

@@ -13,7 +13,7 @@ from graphcheck.capture.devices import resolve
 from graphcheck.check.checker import Checker
 from graphcheck.scenario import Scenario
 from graphcheck.search import determinism
-from graphcheck.search.fuzz import fuzz_suite
+from graphcheck.search.fuzz import SearchHooks, fuzz_suite
 from graphcheck.suites import SUITES
 
 CPU = resolve("cpu")
@@ -29,7 +29,7 @@ def _drawn(tmp_path: Path) -> list[Scenario]:
         examples=4,
         seed=3,
         pending_path=tmp_path / "pending.json",
-        on_example=lambda scenario, outcome: seen.append(scenario),
+        hooks=SearchHooks(on_example=lambda scenario, outcome: seen.append(scenario)),
     )
     return seen
 

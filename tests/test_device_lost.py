@@ -16,7 +16,7 @@ from graphcheck.capture.devices import Device, resolve
 from graphcheck.check.checker import Checker, check_scenario
 from graphcheck.search.builtin import demo_scenario
 from graphcheck.search.fuzz import fuzz_suite
-from graphcheck.search.timed_search import timed_search
+from graphcheck.search.timed_search import TimeBudget, timed_search
 from graphcheck.suites import SUITES
 
 STICKY = "AcceleratorError: CUDA error: device-side assert triggered"
@@ -72,8 +72,7 @@ def test_the_catalog_search_stops_too(tmp_path: Path) -> None:
     result = timed_search(
         [SUITES["addresses"]],
         lambda s: check_scenario(s, backend, faults=[HOST_SYNC_IN_CAPTURE]),
-        budget_s=30,
-        shrink_s=10,
+        budget=TimeBudget(search_s=30, shrink_s=10),
         seed="0",
         pending_path=tmp_path / "pending.json",
     )

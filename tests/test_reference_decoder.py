@@ -7,7 +7,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphcheck.reference import ReferenceDecoder, add_mod, decode, judge_row, make_weights, reasoning_status_at
+from graphcheck.reference import (
+    ReferenceDecoder,
+    VerifyRule,
+    add_mod,
+    decode,
+    judge_row,
+    make_weights,
+    reasoning_status_at,
+)
 from graphcheck.reference.weights import NPOS, Weights
 from graphcheck.scenario import (
     SEED_MODULUS as M,
@@ -338,7 +346,12 @@ def test_every_emitted_token_is_justified_by_the_slow_model(strategy: str) -> No
 
         def verdict(i: int, first_row: int = first_row, seed: int = seed) -> Any:
             return judge_row(
-                strategy, logits[first_row + i], spec.temperature, spec.top_p, spec.top_k, add_mod(seed, 4 * i), 4
+                VerifyRule(strategy, 4),
+                logits[first_row + i],
+                spec.temperature,
+                spec.top_p,
+                spec.top_k,
+                add_mod(seed, 4 * i),
             )
 
         *accepted, last = out.accept_tokens

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from graphcheck.reference.rng import add_mod, uniform
-from graphcheck.reference.verify import RowVerdict, VerifyInput, judge_row, naive_step, verify
+from graphcheck.reference.verify import RowVerdict, VerifyInput, VerifyRule, judge_row, naive_step, verify
 
 V = 8
 EOS = (7, 6)
@@ -27,7 +27,7 @@ def rows_for(strategy: str, targets: Sequence[int], seed: int = 11, top_p: float
     logits = [peaked(t) for t in targets]
 
     def row(i: int) -> RowVerdict:
-        return judge_row(strategy, logits[i], 1.0, top_p, 0, add_mod(seed, 4 * i), 3)
+        return judge_row(VerifyRule(strategy, 3), logits[i], 1.0, top_p, 0, add_mod(seed, 4 * i))
 
     return row
 
@@ -113,7 +113,7 @@ def test_greedy_vs_topp_vs_target_match_on_a_two_way_tie() -> None:
 
     def row_of(strategy: str, seed: int) -> Callable[[int], RowVerdict]:
         rows = [tie, peaked(4)]
-        return lambda i: judge_row(strategy, rows[i], 1.0, 0.9, 0, add_mod(seed, 4 * i), 3)
+        return lambda i: judge_row(VerifyRule(strategy, 3), rows[i], 1.0, 0.9, 0, add_mod(seed, 4 * i))
 
     inp = VerifyInput(drafts=drafts, step_idx=0, max_dec_len=100, eos=EOS)
     # GREEDY wants the lower id only.
@@ -134,7 +134,7 @@ def test_row_seeds_are_per_row() -> None:
     tie = peaked(2, 3)
     seed = next(s for s in range(100) if uniform(s) < 0.4 and uniform(s + 4) > 0.6)
     rows = [peaked(1), tie]
-    row = lambda i: judge_row("target_match", rows[i], 1.0, 1.0, 0, add_mod(seed, 4 * i), 3)  # noqa: E731
+    row = lambda i: judge_row(VerifyRule("target_match", 3), rows[i], 1.0, 1.0, 0, add_mod(seed, 4 * i))  # noqa: E731
     res = verify(VerifyInput(drafts=(1, 2), step_idx=0, max_dec_len=100, eos=EOS), row)
     assert res.tokens == (1, 3)  # row 1 drew u > 0.6 -> token 3, rejecting draft 2
 
@@ -178,7 +178,7 @@ def test_naive_step() -> None:
 
 def test_judge_row_rejects_unknown_strategy() -> None:
     with pytest.raises(ValueError):
-        judge_row("bogus", peaked(1), 1.0, 1.0, 0, 0, 3)
+        judge_row(VerifyRule("bogus", 3), peaked(1), 1.0, 1.0, 0, 0)
 
 
 def test_topp_unsure_tokens_taint_only_their_own_decision() -> None:

@@ -326,7 +326,7 @@ def test_tallies_count_the_replayed_hits_apart() -> None:
 def test_every_table_shows_the_replayed_column_next_to_the_count(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from graphcheck.report.html import render_html
+    from graphcheck.report.html import PageHeader, render_html
     from graphcheck.report.model import RunInfo
 
     tally = CoverageTally()
@@ -341,7 +341,7 @@ def test_every_table_shows_the_replayed_column_next_to_the_count(tmp_path: Path)
     assert "k=1 2/1" in text and "bucket shrinks 1/0" in text and "NAIVE mode 0/0" in text
     outcome = _run(EngineConfig(), [_request("r0")], 3)
     page = render_html(
-        [outcome], RunInfo("t", "cpu", "emulated"), command="c", replay="r", scenario_file="s.json", situations=rows
+        [outcome], RunInfo("t", "cpu", "emulated"), header=PageHeader("c", "r", "s.json"), situations=rows
     )
     table = page.split('id="situation-table"', 1)[1].split("</table>", 1)[0]
     assert '<th class="num">scenarios</th><th class="num">on a replay</th>' in table

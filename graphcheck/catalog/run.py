@@ -236,14 +236,13 @@ def _search(
     plan: list[Any], checker: Checker, cfg: CatalogSettings, label: str, work_dir: Path, slice_examples: int
 ) -> SearchResult:
     """``timed_search`` of ``plan`` with ``checker`` (its ``run`` prepares each draw), the shrunk divergence localised."""
-    from graphcheck.search.timed_search import timed_search
+    from graphcheck.search.timed_search import TimeBudget, timed_search
 
     pending = fault_pending_path(work_dir, label)
     result = timed_search(
         plan,
         checker.run,
-        budget_s=cfg.clean_budget if label == CLEAN_LABEL else cfg.budget_s,
-        shrink_s=cfg.shrink_s,
+        budget=TimeBudget(cfg.clean_budget if label == CLEAN_LABEL else cfg.budget_s, cfg.shrink_s),
         seed=f"{cfg.seed}/{label}",
         pending_path=pending,
         slice_examples=slice_examples,

@@ -80,17 +80,19 @@ def write_report(
     write_divergences(outcomes, paths.divergences_json, run_info, suites)
     write_junit(outcomes, paths.junit_xml, run_info, suites=suites)
     replay = (replay_command or default_replay_command(run_info))(paths.scenario_json)
-    from graphcheck.report.html import REPORT_FILES, render_html, write_html  # jinja2 only where HTML is wanted
+    from graphcheck.report.html import (
+        REPORT_FILES,
+        PageHeader,
+        render_html,
+        write_html,
+    )  # jinja2 only where HTML is wanted
 
     present = [name for name in COMPANION_FILES if (out_dir / name).is_file() or (name == "fuzz.json" and suites)]
 
     html = render_html(
         outcomes,
         run_info,
-        command=command,
-        replay=replay,
-        scenario_file=str(paths.scenario_json),
-        replay_name=chosen.scenario.name,
+        header=PageHeader(command, replay, str(paths.scenario_json), chosen.scenario.name),
         suites=suites,
         files=[*REPORT_FILES, *present, *extra_files],
         situations=situations,

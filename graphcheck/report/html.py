@@ -196,13 +196,20 @@ def outcome_view(outcome: CheckOutcome, index: int, links: BlobLinks | None = No
     )
 
 
-def run_view(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+@dataclass(frozen=True)
+class PageHeader:
+    """How the run came about and how to replay it: the lines of the page's header."""
+
+    command: str  # the command line that produced the run
+    replay: str  # the command that replays scenario_file
+    scenario_file: str
+    replay_name: str = ""  # the replayed scenario's name
+
+
+def run_view(
     outcomes: Sequence[CheckOutcome],
     run_info: RunInfo,
-    command: str,
-    replay: str,
-    scenario_file: str,
-    replay_name: str,
+    header: PageHeader,
     suites: Sequence[SuiteResult] = (),
     files: Sequence[str] = REPORT_FILES,
     links: BlobLinks | None = None,
@@ -213,10 +220,10 @@ def run_view(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
     pairing = pair_suites(suites, outcomes)
     return RunView(
         info=run_info,
-        command=command,
-        replay=replay,
-        scenario_file=scenario_file,
-        replay_name=replay_name,
+        command=header.command,
+        replay=header.replay,
+        scenario_file=header.scenario_file,
+        replay_name=header.replay_name,
         verdict="DIVERGENCE" if failing or not all(s.clean for s in suites) else "CLEAN",
         failing_outcomes=len(failing),
         failure_count=sum(v.failure_count for v in views),
@@ -271,27 +278,24 @@ def _first_line(text: str, limit: int = 160) -> str:
     return line[:limit] + (" …" if more else "")
 
 
-def render_html(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def render_html(
     outcomes: Sequence[CheckOutcome],
     run_info: RunInfo,
     *,
-    command: str,
-    replay: str,
-    scenario_file: str,
-    replay_name: str = "",
+    header: PageHeader,
     suites: Sequence[SuiteResult] = (),
     files: Sequence[str] = REPORT_FILES,
     environ: Mapping[str, str] | None = None,
     situations: Sequence[SituationRow] = (),
 ) -> str:
-    """The page; ``suites`` adds the Fuzzing table, ``situations`` the Situations table (both only when
-    given), ``files`` are the folder's files it lists (and links).
+    """The page; ``header`` its command lines, ``suites`` adds the Fuzzing table, ``situations`` the
+    Situations table (both only when given), ``files`` are the folder's files it lists (and links).
 
     ``environ`` (default ``os.environ``): on GitHub Actions (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``,
     ``GITHUB_SHA``) a localisation's source lines link to the files at the run's commit.
     """
     links = BlobLinks.from_env(environ)
-    view = run_view(outcomes, run_info, command, replay, scenario_file, replay_name, suites, files, links, situations)
+    view = run_view(outcomes, run_info, header, suites, files, links, situations)
     return environment().get_template(TEMPLATE).render(run=view)
 
 
@@ -300,4 +304,14 @@ def write_html(path: Path, text: str) -> Path:
     return write_atomic(path, text)
 
 
-__all__ = ["REPORT_FILES", "RunView", "SuiteRow", "environment", "render_html", "run_view", "suite_row", "write_html"]
+__all__ = [
+    "REPORT_FILES",
+    "PageHeader",
+    "RunView",
+    "SuiteRow",
+    "environment",
+    "render_html",
+    "run_view",
+    "suite_row",
+    "write_html",
+]

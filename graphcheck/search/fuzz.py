@@ -6,10 +6,11 @@ scenario runs it is written to ``pending_path``, so an engine that takes the
 whole process down still leaves the failing scenario on disk. The same seed
 gives the same run: the draw order comes from a seeded ``random.Random``.
 
-With an example ``database`` (graphcheck.search.database), failing scenarios are saved
-under ``database_key`` and replayed before anything new is drawn, so a fault
-another process or an earlier run found is found again at the first example;
-the same seed then gives the same run for the same database contents.
+With an example database (``SearchOptions.database``, graphcheck.search.database),
+failing scenarios are saved under ``SearchOptions.database_key`` and replayed before
+anything new is drawn, so a fault another process or an earlier run found is found
+again at the first example; the same seed then gives the same run for the same
+database contents.
 ``hypothesis.find`` cannot do both (its seeded ``random`` switches the database
 off), so the search is a ``@given`` test of its own, seeded with ``@seed`` and
 given its settings, database included, after the seed.
@@ -318,7 +319,31 @@ DEFAULT_PER_CONFIG = 8
 _PASSED_KEPT = 4096
 
 
-def fuzz_suite(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+@dataclass(frozen=True)
+class SearchHooks:
+    """Callbacks of one suite's search; each may be None."""
+
+    on_example: ExampleHook | None = None  # every lockstep run, shrink attempts included
+    on_progress: ProgressHook | None = None  # where the search stands after each of them
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How one suite's search runs: scenarios per example, where its engines are kept, where examples are saved.
+
+    ``per_config``: scenarios per Hypothesis example, at most (a batch on one engine configuration).
+    ``pool``: where the engines are kept between scenarios (``"new"``: a pool of the search's own;
+    None: every scenario builds its engines). ``database``: the example database, its examples saved
+    under ``database_key`` (required with a database).
+    """
+
+    per_config: int = DEFAULT_PER_CONFIG
+    pool: EnginePool | None | Literal["new"] = "new"
+    database: ExampleDatabase | None = None
+    database_key: bytes | None = None
+
+
+def fuzz_suite(
     name: str,
     strategy: Any,
     checker: Checker,
@@ -326,12 +351,8 @@ def fuzz_suite(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters
     examples: int,
     seed: int,
     pending_path: Path,
-    on_example: ExampleHook | None = None,
-    on_progress: ProgressHook | None = None,
-    database: ExampleDatabase | None = None,
-    database_key: bytes | None = None,
-    per_config: int = DEFAULT_PER_CONFIG,
-    pool: EnginePool | None | Literal["new"] = "new",
+    hooks: SearchHooks | None = None,
+    options: SearchOptions | None = None,
 ) -> SuiteResult:
     """Search ``strategy`` for a scenario ``checker`` finds diverging; shrink it if found.
 
@@ -339,25 +360,27 @@ def fuzz_suite(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters
     prepares a suite's: setup and engine capabilities applied), so what is saved,
     shrunk and reported is what ran.
 
-    Each of the ``examples`` Hypothesis examples is a batch of 1 to ``per_config``
+    Each of the ``examples`` Hypothesis examples is a batch of 1 to ``options.per_config``
     scenarios on one engine configuration (``graphcheck.search.batches``), run in
     order until one diverges; that scenario is the finding, and what is shrunk is
     the batch (its passing scenarios deleted, the failing one made smaller).
-    ``pool``: where the engines are kept between scenarios (``"new"``: a pool of
-    this search's own; None: every scenario builds its engines). ``per_config=1,
-    pool=None`` is the search of one scenario per example, engines built for each.
+    ``options.pool``: where the engines are kept between scenarios (``"new"``: a pool of
+    this search's own; None: every scenario builds its engines). ``SearchOptions(per_config=1,
+    pool=None)`` is the search of one scenario per example, engines built for each.
 
-    With ``database``, the examples saved under ``database_key`` are replayed
+    With ``options.database``, the examples saved under ``options.database_key`` are replayed
     first and failing ones are saved there (a key is required then; a batched
     search saves under ``KEY:per_config=N``, as its examples are batches). A
     Ctrl-C raises :class:`SearchInterrupted` with what was found so far; a divergence
     that does not repeat, :class:`EngineNondeterministic` (the scenario on disk); draws
     that do not repeat, :class:`SuiteNotReproducible`.
     """
+    hooks, options = hooks or SearchHooks(), options or SearchOptions()
+    per_config, pool, database, database_key = options.per_config, options.pool, options.database, options.database_key
     if per_config < 1:
         raise ValueError(f"fuzz_suite: per_config must be at least 1, got {per_config}")
     checker = checker.with_pool(EnginePool() if pool == "new" else pool)
-    search = _Search(name, seed, checker, pending_path, examples * per_config, on_example, on_progress)
+    search = _Search(name, seed, checker, pending_path, examples * per_config, hooks)
     config = settings(
         max_examples=examples,
         deadline=None,
@@ -428,11 +451,10 @@ class _Search:
         checker: Checker,
         pending_path: Path,
         budget: int,
-        on_example: ExampleHook | None,
-        on_progress: ProgressHook | None,
+        hooks: SearchHooks,
     ) -> None:
         self.name, self.seed, self.checker, self.pending_path = name, seed, checker, pending_path
-        self.budget, self.on_example, self.on_progress = budget, on_example, on_progress
+        self.budget, self.on_example, self.on_progress = budget, hooks.on_example, hooks.on_progress
         self.started = time.perf_counter()
         self.examples = self.steps = self.ambiguous_examples = 0
         self.judged = 0  # Hypothesis examples (a scenario, or a batch of them) judged so far

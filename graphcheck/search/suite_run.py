@@ -30,7 +30,16 @@ from graphcheck.check.records import CheckOutcome
 from graphcheck.errors import GraphcheckError
 from graphcheck.search.builtin import builtin_scenarios
 from graphcheck.search.database import database_key
-from graphcheck.search.fuzz import ExampleHook, ProgressHook, SearchInterrupted, fuzz_suite, label_found, write_pending
+from graphcheck.search.fuzz import (
+    ExampleHook,
+    ProgressHook,
+    SearchHooks,
+    SearchInterrupted,
+    SearchOptions,
+    fuzz_suite,
+    label_found,
+    write_pending,
+)
 from graphcheck.search.plan import ResolvedPlan, RunPlan
 from graphcheck.search.result import BUILTIN, Stop, SuiteResult
 from graphcheck.search.suite_registry import Suite
@@ -103,10 +112,8 @@ class SuiteRunner:
             examples=plan.examples,
             seed=plan.seed,
             pending_path=self.pending,
-            on_example=hooks.on_example,
-            on_progress=hooks.on_progress,
-            database=self.database,
-            database_key=database_key(suite.name, checker),
+            hooks=SearchHooks(hooks.on_example, hooks.on_progress),
+            options=SearchOptions(database=self.database, database_key=database_key(suite.name, checker)),
         )
         self.results.append(result)
         if hooks.end_suite is not None:

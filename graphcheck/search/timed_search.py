@@ -2,8 +2,8 @@
 
 ``timed_search`` walks a plan of suites in slices of ``slice_examples``
 Hypothesis examples each, round after round with fresh seeds, until one
-example diverges or ``budget_s`` is spent. The diverging example is then
-shrunk in the same Hypothesis ``find`` call for at most ``shrink_s`` seconds;
+example diverges or the ``TimeBudget``'s ``search_s`` is spent. The diverging example is
+then shrunk in the same Hypothesis ``find`` call for at most ``shrink_s`` seconds;
 every failing scenario seen while shrinking is a candidate, and the smallest
 by (requests, steps) is kept, so a shrink cut short by its budget still
 returns the best one found. Time and examples to detection stop at the end of
@@ -31,6 +31,16 @@ from graphcheck.scenario import Scenario
 from graphcheck.search.fuzz import DeviceLost, scenario_size, write_pending
 
 Checker = Callable[[Scenario], CheckOutcome]
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    """The seconds a timed search may take: searching until the first divergence, then shrinking it."""
+
+    search_s: float
+    shrink_s: float
+    #: the seconds the budgets are measured in (tests pass one that does not depend on the machine's speed)
+    clock: Callable[[], float] = time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -152,27 +162,25 @@ def _run_slice(strategy: Any, predicate: Callable[[Scenario], bool], examples: i
     return False
 
 
-def timed_search(  # noqa: PLR0913 (issue 45: still to be taken below 9 parameters)
+def timed_search(
     plan: Sequence[Any],
     check: Checker,
     *,
-    budget_s: float,
-    shrink_s: float,
+    budget: TimeBudget,
     seed: str,
     pending_path: Path,
     slice_examples: int = 25,
     draws: Callable[[Any], Any] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
 ) -> SearchResult:
     """Fuzz the suites of ``plan`` (objects with ``name`` and ``strategy()``) until a divergence or the budget.
 
     ``draws`` wraps each suite's strategy (``graphcheck.check.checker.Checker.strategy``: the
-    engine's own options drawn with every scenario, as ``graphcheck run`` draws them); ``clock``: the
-    seconds the budgets are measured in (tests pass one that does not depend on the machine's speed)."""
+    engine's own options drawn with every scenario, as ``graphcheck run`` draws them)."""
     if not plan:
         raise ValueError("timed_search needs at least one suite")
+    clock = budget.clock
     started = clock()
-    tracker = _Tracker(started, started + budget_s, shrink_s, clock=clock)
+    tracker = _Tracker(started, started + budget.search_s, budget.shrink_s, clock=clock)
     round_no = 0
     while True:
         for suite in plan:
@@ -211,4 +219,4 @@ def _result(tracker: _Tracker, started: float) -> SearchResult:
     return SearchResult(tuple(tracker.suites), tracker.examples, det.seconds, det, shrunk)
 
 
-__all__ = ["Detection", "SearchResult", "Shrunk", "scenario_size", "timed_search"]
+__all__ = ["Detection", "SearchResult", "Shrunk", "TimeBudget", "scenario_size", "timed_search"]
