@@ -2,9 +2,11 @@
 
 Capture follows the usual recipe: run the region ``warmup_iters`` times on a
 side stream (lazy initialisation, allocator warm-up), then capture it on that
-stream with ``torch.cuda.graph``. All captures of one runner share one private
+stream (``capture_begin``/``capture_end``, as ``torch.cuda.graph`` does, without its
+cache emptying: :func:`capturing`). All captures of one runner share one private
 memory pool, so they must be replayed in capture order and never concurrently,
-exactly as the engine does with its capture buckets.
+exactly as the engine does with its capture buckets; after a failed capture the
+next ones start a pool of their own.
 
 Warmup runs the region for real. To keep the emulator's contract that a
 capture leaves no side effects, the runner snapshots every pre-existing
@@ -57,7 +59,8 @@ def capturing(torch: Any, graph: Any, pool: Any, stream: Any) -> Iterator[None]:
     allocator's caches, meant to give one big capture room. Here captures come by the hundred,
     each a small region, and every emptying sends the eager steps that follow back to
     ``cudaMalloc`` (a synchronising call) for memory they had cached. The runner has already
-    ordered ``stream`` after the current stream, and synchronises after the capture.
+    ordered ``stream`` after the current stream, synchronises after the capture, and gives up
+    ``pool`` after a failed one (:meth:`CudaGraphRunner.capture`).
     """
     with torch.cuda.stream(stream):
         graph.capture_begin(pool=pool)
@@ -240,6 +243,12 @@ class CudaGraphRunner(GraphRunner):
                     with capturing(torch, graph, self._pool, side):
                         with kernels.observing(ArgRecorder(ops, state, table)), ops.capture_hooks(state):
                             outputs = fn()
+            except BaseException:
+                # The failed graph may die before the next capture, leaving the pool with no user; the
+                # allocator frees such a pool only when its cache is emptied, and asserts on a capture
+                # into it before then. The captures that follow take a fresh pool.
+                self._pool = None
+                raise
             finally:
                 restore(ops, snapshots)
                 torch.cuda.synchronize()
