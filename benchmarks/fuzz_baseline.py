@@ -6,8 +6,9 @@ It imports graphcheck from wherever Python finds it (PYTHONPATH first), so the s
 script measures an older checkout, one without ``benchmarks/bench_fuzz.py``. It runs
 the loop of ``bench_fuzz.py`` on that checkout's default fuzz path: every suite, the ci
 profile's 8 examples, seed 0, no example database, one compute thread, after a one-example
-warm-up. It only calls ``fuzz_suite(name, strategy, backend, examples=, seed=, pending_path=)``,
-which every graphcheck since the first release has. The file it writes has the shape of a
+warm-up. It only calls ``fuzz_suite(name, checker.strategy(strategy), checker, examples=, seed=,
+pending_path=)`` with a ``Checker(backend)``, which every graphcheck since the Checker has (the
+device resolver is looked up where the checkout keeps it). The file it writes has the shape of a
 ``graphcheck bench`` summary.json's ``fuzz`` part (one row, mode ``baseline``, with per-suite
 figures), so a summary.json of an earlier ``graphcheck bench`` run works as a baseline too.
 """
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 EXAMPLES = 8
 SEED = 0
@@ -42,23 +44,37 @@ def _revision(checkout: Path) -> str:
     return git("rev-parse", "--short", "HEAD") or "no git revision"
 
 
+def _resolver() -> Any:
+    """``resolve`` of the checkout measured: ``graphcheck.capture.devices`` now, ``graphcheck.backends.devices``
+    in checkouts before the capture package."""
+    try:
+        from graphcheck.capture.devices import resolve
+    except ImportError:
+        from graphcheck.backends.devices import resolve  # type: ignore[no-redef]
+    return resolve
+
+
 def measure(backend_name: str, emulate: bool = False) -> dict:
     import graphcheck
-    from graphcheck.capture.devices import resolve
+    from graphcheck.check.checker import Checker
     from graphcheck.check.threads import single_threaded
     from graphcheck.search.fuzz import fuzz_suite
     from graphcheck.suites import SUITES
 
+    resolve = _resolver()
     backend = resolve(backend_name, emulate=True) if emulate else resolve(backend_name)
+    checker = Checker(backend)
     pending = Path(tempfile.mkdtemp()) / "pending-scenario.json"
     per_suite: dict[str, dict[str, float]] = {}
     runs = steps = 0
     with single_threaded(backend):
-        fuzz_suite("warm-up", SUITES["padding"].strategy(), backend, examples=1, seed=SEED + 1, pending_path=pending)
+        warm_up = checker.strategy(SUITES["padding"].strategy())
+        fuzz_suite("warm-up", warm_up, checker, examples=1, seed=SEED + 1, pending_path=pending)
         started = time.perf_counter()
         for name, suite in SUITES.items():
             begun = time.perf_counter()
-            result = fuzz_suite(name, suite.strategy(), backend, examples=EXAMPLES, seed=SEED, pending_path=pending)
+            strategy = checker.strategy(suite.strategy())
+            result = fuzz_suite(name, strategy, checker, examples=EXAMPLES, seed=SEED, pending_path=pending)
             if result.outcome is not None:
                 raise SystemExit(f"suite {name} diverged on the clean engine: not a throughput baseline")
             per_suite[name] = {"examples": result.examples, "seconds": time.perf_counter() - begun}
