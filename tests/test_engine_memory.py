@@ -16,6 +16,7 @@ judges a scenario by its own factory's estimate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import weakref
@@ -541,18 +542,33 @@ def test_limit_from_the_environment_and_the_argument(monkeypatch: pytest.MonkeyP
         admit(demo, Engine, 0)
 
 
+@functools.cache  # one engine, one answer: the property test below draws 40 scenarios against it
+def _smallest_run_total() -> int:
+    from graphcheck.backends.engine import Engine
+    from graphcheck.check.memory_gate import smallest_run
+
+    least = smallest_run(Engine, lambda s: s)
+    assert least is not None
+    return least.total
+
+
+def test_check_limit_usable_refuses_only_below_the_smallest_run() -> None:
+    from graphcheck.backends.engine import Engine
+    from graphcheck.check.memory_gate import check_limit_usable
+
+    least = _smallest_run_total()
+    check_limit_usable(Engine, lambda s: s, least)
+    with pytest.raises(InputError, match="no scenario could run"):
+        check_limit_usable(Engine, lambda s: s, least - 1)
+
+
 @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(scenario=scenarios(max_steps=2))
 def test_no_scenario_needs_less_than_the_smallest_run(scenario: Scenario) -> None:
-    """``check_limit_usable`` refuses only a limit that every scenario would be refused under."""
+    """So ``check_limit_usable`` (above) refuses only a limit that every scenario would be refused under."""
     from graphcheck.backends.engine import Engine
-    from graphcheck.check.memory_gate import check_limit_usable, smallest_run
 
-    least = smallest_run(Engine, lambda s: s)
-    assert least is not None and least.total <= estimate(Engine, scenario.config, scenario.requests).total
-    check_limit_usable(Engine, lambda s: s, least.total)
-    with pytest.raises(InputError, match="no scenario could run"):
-        check_limit_usable(Engine, lambda s: s, least.total - 1)
+    assert _smallest_run_total() <= estimate(Engine, scenario.config, scenario.requests).total
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,11 @@ arrow is an arrow.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
-from typing import Mapping
+from types import MappingProxyType
+from typing import AbstractSet, Mapping
 
 import pytest
 
@@ -56,12 +58,13 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     return found
 
 
-def _package_imports(package: str) -> list[tuple[str, str, bool]]:
-    return [
+@functools.cache  # a dozen tests read the same folders, which do not change during a run
+def _package_imports(package: str) -> tuple[tuple[str, str, bool], ...]:
+    return tuple(
         (str(path.relative_to(ROOT)), module, top)
         for path in sorted((ROOT / package).rglob("*.py"))
         for module, top in _imports(path)
-    ]
+    )
 
 
 _STDLIB = set(sys.stdlib_module_names) | {"__future__"}
@@ -277,11 +280,17 @@ def _edges(module: str, path: Path, modules: Mapping[str, Path], *, typing: bool
     return found
 
 
-def _graph(modules: Mapping[str, Path] = MODULES, *, typing: bool = True) -> dict[str, set[str]]:
+def _graph(modules: Mapping[str, Path], *, typing: bool = True) -> dict[str, set[str]]:
     return {module: _edges(module, path, modules, typing=typing) for module, path in modules.items()}
 
 
-def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+@functools.cache
+def _layout_graph(*, typing: bool = True) -> Mapping[str, AbstractSet[str]]:
+    """``_graph`` of the repository's MODULES, built once a process: the tests of the arrows all read it."""
+    return MappingProxyType({module: frozenset(targets) for module, targets in _graph(MODULES, typing=typing).items()})
+
+
+def _cycles(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
     """The strongly connected components of more than one node (Tarjan's), each sorted: the cycles."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -318,7 +327,7 @@ def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     """Whatever runs at import or call time; ``if TYPE_CHECKING:`` imports never run, so they cannot cycle."""
-    cycles = _cycles(_graph(typing=False))
+    cycles = _cycles(_layout_graph(typing=False))
     assert not cycles, (
         "import cycles (move what both sides need into one of them, or into a third module): "
         + "; ".join(" <-> ".join(c) for c in cycles)
@@ -391,7 +400,7 @@ def test_the_arrows_of_the_layout(part: str) -> None:
     allowed = ARROWS[part] | {part}
     bad = sorted(
         (module, target)
-        for module, targets in _graph().items()
+        for module, targets in _layout_graph().items()
         if _part_of(module) == part
         for target in targets
         if _part_of(target) not in allowed
@@ -417,7 +426,10 @@ def test_check_and_search_know_nothing_above_them() -> None:
 def test_nothing_outside_the_command_line_imports_it() -> None:
     assert [part for part, allowed in ARROWS.items() if "cli" in allowed] == []
     bad = sorted(
-        (m, t) for m, targets in _graph().items() for t in targets if _part_of(t) == "cli" and _part_of(m) != "cli"
+        (m, t)
+        for m, targets in _layout_graph().items()
+        for t in targets
+        if _part_of(t) == "cli" and _part_of(m) != "cli"
     )
     assert not bad, bad
 

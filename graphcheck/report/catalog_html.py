@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
+
+import jinja2
 
 from graphcheck.catalog.run import CatalogResult, CatalogSummary, FaultResult
 from graphcheck.report.catalog_model import CatalogInfo, replay_command, scenario_file
@@ -108,11 +111,17 @@ def catalog_view(result: CatalogResult, info: CatalogInfo, out_dir: Path) -> Cat
     return CatalogView(result, info, result.summary, rows, clean, result.clean.baseline.first_failure)
 
 
-def render_catalog(result: CatalogResult, info: CatalogInfo, out_dir: Path) -> str:
+@functools.cache
+def _page() -> jinja2.Template:
+    """The catalog's template, compiled once a process."""
     env = environment()
     env.filters["percent"] = lambda rate: f"{100 * rate:.0f}%"
     env.filters["maybe"] = lambda value, fmt="{:g}": "—" if value is None else fmt.format(value)
-    return env.get_template(TEMPLATE).render(view=catalog_view(result, info, Path(out_dir)))
+    return env.get_template(TEMPLATE)
+
+
+def render_catalog(result: CatalogResult, info: CatalogInfo, out_dir: Path) -> str:
+    return _page().render(view=catalog_view(result, info, Path(out_dir)))
 
 
 __all__ = ["CatalogView", "FaultRow", "SearchView", "catalog_view", "render_catalog"]
