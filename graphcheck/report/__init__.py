@@ -80,12 +80,8 @@ def write_report(
     write_divergences(outcomes, paths.divergences_json, run_info, suites)
     write_junit(outcomes, paths.junit_xml, run_info, suites=suites)
     replay = (replay_command or default_replay_command(run_info))(paths.scenario_json)
-    from graphcheck.report.html import (
-        REPORT_FILES,
-        PageHeader,
-        render_html,
-        write_html,
-    )  # jinja2 only where HTML is wanted
+    # jinja2 only where HTML is wanted
+    from graphcheck.report.html import REPORT_FILES, PageHeader, render_html, write_html
 
     present = [name for name in COMPANION_FILES if (out_dir / name).is_file() or (name == "fuzz.json" and suites)]
 
